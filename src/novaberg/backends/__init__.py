@@ -1,0 +1,1 @@
+"""Backends: one module per kind of model server, all behind the contract in ``base.py``."""

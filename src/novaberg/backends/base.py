@@ -1,0 +1,100 @@
+"""The small contract every backend implements, and the one response type they all return."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+TokenCallback = Callable[[str], Awaitable[None] | None]
+"""Receives each piece of CONTENT as it streams in (thinking is never passed on)."""
+
+CALLER_HEADER = "X-Novaberg-Caller"
+
+current_caller: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "novaberg_caller", default="unknown"
+)
+"""The caller of the request being sent; every backend puts it in ``X-Novaberg-Caller``."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One LLM call as a node asks for it.
+
+    ``think``: ``True`` to reason, ``False`` to forbid reasoning (sent EXPLICITLY to models that
+    can think, since Ollama thinks when it is omitted), ``None`` to leave the model's default.
+    ``json_schema``: ask for JSON output matching this schema (the caller still validates it).
+    """
+
+    caller: str
+    messages: list[dict[str, Any]]
+    think: bool | None = False
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    json_schema: dict[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class ChatResponse:
+    """What a backend answered, whichever backend it was.
+
+    ``backend`` and ``model`` name the ANSWERING backend and model, which may differ from the
+    configured ones (a fallback answered, or the server reports another model name).
+    Durations are nanoseconds as the server reported them (0 when unknown).
+    """
+
+    content: str
+    thinking: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    eval_count: int = 0
+    prompt_eval_count: int = 0
+    total_duration: int = 0
+    load_duration: int = 0
+    prompt_eval_duration: int = 0
+    eval_duration: int = 0
+    done_reason: str = ""
+    backend: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    """What ``novaberg doctor`` reports about one backend."""
+
+    name: str
+    model: str
+    reachable: bool
+    detail: str
+    capabilities: tuple[str, ...] = ()
+    installed_models: tuple[str, ...] = ()
+    fix: str = ""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model server Novaberg can send a chat call to.
+
+    ``chat`` sends exactly ONE request (retries are the model queue's job, so that each request
+    is recorded) and raises a :class:`~novaberg.errors.BackendError` when it gets no answer.
+    ``on_token`` receives content pieces as they stream in.
+    """
+
+    name: str
+    model: str
+
+    async def chat(
+        self, request: ChatRequest, on_token: TokenCallback | None = None
+    ) -> ChatResponse: ...
+
+    async def status(self) -> BackendStatus: ...
+
+    async def aclose(self) -> None: ...

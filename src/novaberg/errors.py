@@ -1,0 +1,111 @@
+"""The one exception tree of Novaberg.
+
+Every error Novaberg raises on purpose derives from :class:`NovabergError`, and every
+message says what happened and what to do about it::
+
+    NovabergError
+    ├── ConfigError                  an invalid setting (names the variable or file and the allowed values)
+    ├── UsageError                   bad input from the user (empty or oversized message, …)
+    ├── BackendError                 a backend could not give an answer
+    │   ├── BackendUnreachable       connection refused / DNS / reset (retryable)
+    │   ├── BackendTimeout           connect, first-token or total timeout
+    │   ├── BackendHTTPError         an HTTP error status from the server (5xx and 503 retryable)
+    │   ├── ModelNotFound            the model is not installed (lists the installed ones)
+    │   ├── CapabilityError          think/tools asked of a model that lacks them
+    │   ├── StreamCut                the stream ended or broke before its done chunk
+    │   └── NoBackendAvailable       every backend of the chain failed or is cooling down
+    ├── ModelOutputError             the model answered, but nothing usable (e.g. empty every time)
+    ├── GraphError                   a turn graph was built or run wrongly
+    │   └── UndeclaredChannelWrite   a node wrote a state key that is not a declared channel
+    └── StorageError                 the database could not be opened, migrated or written
+
+Transport errors of the underlying clients (``ollama.ResponseError``, ``httpx`` errors,
+``json.JSONDecodeError`` on a truncated stream) are translated into this tree at one choke
+point per backend and never leak past it.
+"""
+
+from __future__ import annotations
+
+
+class NovabergError(Exception):
+    """Root of every error Novaberg raises on purpose."""
+
+
+class ConfigError(NovabergError):
+    """A setting has an invalid value; the message names it and the allowed values."""
+
+
+class UsageError(NovabergError):
+    """The user gave input Novaberg cannot take (empty or oversized message, bad option)."""
+
+
+class BackendError(NovabergError):
+    """A backend failed to answer a call.
+
+    ``retryable`` says whether sending the same request again may succeed (connection
+    errors, 5xx, 503). ``outcome`` is the call outcome recorded for it.
+    """
+
+    retryable: bool = False
+    outcome: str = "error"
+
+    def __init__(self, message: str, *, backend: str = "", model: str = "") -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.model = model
+
+
+class BackendUnreachable(BackendError):
+    retryable = True
+
+
+class BackendTimeout(BackendError):
+    outcome = "timeout"
+
+
+class BackendHTTPError(BackendError):
+    def __init__(self, message: str, *, status: int, backend: str = "", model: str = "") -> None:
+        super().__init__(message, backend=backend, model=model)
+        self.status = status
+        self.retryable = status >= 500
+
+
+class ModelNotFound(BackendError):
+    def __init__(
+        self, message: str, *, installed: list[str], backend: str = "", model: str = ""
+    ) -> None:
+        super().__init__(message, backend=backend, model=model)
+        self.installed = installed
+
+
+class CapabilityError(BackendError):
+    pass
+
+
+class StreamCut(BackendError):
+    retryable = True
+
+
+class NoBackendAvailable(BackendError):
+    def __init__(self, message: str, *, causes: list[BackendError]) -> None:
+        super().__init__(message)
+        self.causes = causes
+
+
+class ModelOutputError(NovabergError):
+    """The model answered, but the answer was unusable even after the retry."""
+
+
+class GraphError(NovabergError):
+    """The turn graph was built or run wrongly."""
+
+
+class UndeclaredChannelWrite(GraphError):
+    """A node returned a key that is not a declared channel of the turn state.
+
+    LangGraph drops such a write silently; Novaberg refuses it loudly.
+    """
+
+
+class StorageError(NovabergError):
+    """The database could not be opened, migrated or written."""

@@ -1,0 +1,63 @@
+"""The turn state: every channel a node may write, declared up front.
+
+LangGraph drops a node's write to an undeclared key without a word (its StateGraph node
+wrapper filters returned keys; upstream issue langgraph#8320). That is how the seed's
+self-trigger vanished while the log said it was set. :func:`check_writes` makes such a write an
+:class:`~novaberg.errors.UndeclaredChannelWrite` that stops the turn.
+
+Channels for nodes that come later (thinker, tribunal, corrector) are declared now, so adding
+those nodes changes no shape.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from novaberg.errors import GraphError, UndeclaredChannelWrite
+
+
+class TurnState(TypedDict, total=False):
+    # input, set by the engine
+    user_text: str
+    user_id: str
+    conversation_id: int
+    turn_id: int
+    origin: str
+    # router: {"intent", "tone", "needs_check"}
+    router: dict[str, Any]
+    # enricher: {"history": [...], "memories": [...], "profile": ..., "timeline": [...]}
+    context: dict[str, Any]
+    # responder's draft, and the answer the user gets
+    draft: str
+    reply: str
+    # thinker: {"iterations", "followup_calls", "result"}
+    thinker: dict[str, Any] | None
+    # tribunal: {"rounds", "votes"}
+    tribunal: dict[str, Any] | None
+    # salience: {"score", "summary"}
+    salience: dict[str, Any] | None
+    # the memory item the turn will store with it: {"text", "score"}
+    memory_item: dict[str, Any] | None
+    # events raised during the turn (self-triggers, background jobs); appended, never replaced
+    events: Annotated[list[dict[str, Any]], operator.add]
+
+
+DECLARED_CHANNELS: frozenset[str] = frozenset(TurnState.__annotations__)
+
+
+def check_writes(node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS) -> dict[str, Any]:
+    """Return ``update`` if every key is a declared channel; raise otherwise."""
+    if update is None:
+        return {}
+    if not isinstance(update, dict):
+        raise GraphError(f"node '{node}' returned {type(update).__name__}, expected a dict")
+    undeclared = sorted(set(update) - declared)
+    if undeclared:
+        raise UndeclaredChannelWrite(
+            f"node '{node}' wrote {', '.join(repr(k) for k in undeclared)}, which "
+            f"{'is not a declared channel' if len(undeclared) == 1 else 'are not declared channels'}"
+            " of the turn state. LangGraph would drop this write silently; declare the channel in "
+            "novaberg/graph/state.py (TurnState) or stop writing it."
+        )
+    return update

@@ -1,0 +1,43 @@
+"""Responder: writes Nova's draft answer. It generates, it does not judge: it sees everything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from novaberg.backends.base import ChatRequest
+from novaberg.errors import ModelOutputError
+from novaberg.graph.state import TurnState
+from novaberg.nodes.context import TurnContext
+
+
+def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
+    p = ctx.prompts
+    context = state.get("context") or {}
+    route = state.get("router") or {}
+    memories = context.get("memories") or []
+    remembered = "\n".join(f"- {m['text']}" for m in memories) or p.no_memory
+    system = "\n\n".join(
+        [
+            p.persona,
+            f"{p.memory_intro}\n{remembered}",
+            p.tone_line.format(intent=route.get("intent", "?"), tone=route.get("tone", "?")),
+        ]
+    )
+    return [
+        {"role": "system", "content": system},
+        *context.get("history", []),
+        {"role": "user", "content": state["user_text"]},
+    ]
+
+
+async def responder(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    request = ChatRequest(caller="responder", messages=build_messages(state, ctx), think=False)
+    for _ in range(2):
+        result = await ctx.llm(request, on_token=ctx.on_token)
+        text = result.response.content.strip()
+        if text:
+            return {"draft": text, "reply": text}
+    raise ModelOutputError(
+        f"{result.record.backend}/{result.record.model} returned an empty answer twice "
+        "(recorded as empty_answer). Try again, or try another model (NOVABERG_MODEL)."
+    )

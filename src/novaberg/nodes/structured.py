@@ -1,0 +1,62 @@
+"""Structured (JSON) node outputs: ask with ``think: false`` and a schema, validate, retry once.
+
+A constraint on the server side is never trusted alone (ollama#15260: ``think`` can make a
+model ignore ``format``). Output that does not validate marks its call record ``malformed``;
+after one retry the node gets ``None`` and uses its safe default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from novaberg.backends.base import ChatRequest
+from novaberg.nodes.context import TurnContext
+
+log = logging.getLogger("novaberg")
+T = TypeVar("T", bound=BaseModel)
+
+
+def parse_json_object(text: str, model: type[T]) -> T | None:
+    """Validate ``text`` as ``model``; tolerate a fenced block or text around one object."""
+    candidate = text.strip()
+    if candidate.startswith("```"):
+        candidate = candidate.strip("`").removeprefix("json").strip()
+    start, end = candidate.find("{"), candidate.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        return model.model_validate(json.loads(candidate[start : end + 1]))
+    except (json.JSONDecodeError, ValidationError):
+        return None
+
+
+async def ask_structured(
+    ctx: TurnContext,
+    caller: str,
+    messages: list[dict[str, Any]],
+    model: type[T],
+    *,
+    attempts: int = 2,
+    max_tokens: int = 256,
+) -> T | None:
+    """Ask for a JSON object matching ``model``; ``None`` when no attempt gave a valid one."""
+    request = ChatRequest(
+        caller=caller,
+        messages=messages,
+        think=False,
+        json_schema=model.model_json_schema(),
+        temperature=0.0,
+        max_tokens=max_tokens,
+    )
+    for _ in range(attempts):
+        result = await ctx.llm(request)
+        parsed = parse_json_object(result.response.content, model)
+        if parsed is not None:
+            return parsed
+        result.record.outcome = "malformed"
+        log.warning("%s returned unusable JSON (%d chars)", caller, len(result.response.content))
+    return None

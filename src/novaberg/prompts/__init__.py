@@ -1,0 +1,1 @@
+"""Prompt texts, in English and German."""

@@ -1,0 +1,83 @@
+"""The prompt texts of the first nodes, per language.
+
+Judging prompts (salience now; judges and corrector later) keep the SITUATION and the SUBJECT
+in two visibly separated blocks, the subject last (../shared/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Prompts:
+    language: str
+    persona: str
+    memory_intro: str
+    tone_line: str
+    router: str
+    salience: str
+    situation_header: str
+    subject_header: str
+    no_memory: str
+
+
+EN = Prompts(
+    language="en",
+    persona=(
+        "You are Nova, a warm, curious and honest companion. You talk with one person and "
+        "remember what matters to them. Answer in English, in a natural conversational voice, "
+        "usually in a few sentences. Never invent facts about the user; if you do not know "
+        "something, say so."
+    ),
+    memory_intro="What you remember about the user (their own words, summarised):",
+    tone_line="The user seems to want: intent '{intent}', tone '{tone}'.",
+    router=(
+        "Classify the user's message. Reply with ONE JSON object and nothing else: "
+        '{"intent": short label such as "smalltalk", "question", "request", "sharing", '
+        '"tone": the tone the user wants back, such as "warm", "neutral", "playful", '
+        '"needs_check": true only if the answer needs facts to be checked}.'
+    ),
+    salience=(
+        "Rate how much the USER's message matters for remembering them later (0 = nothing "
+        "worth keeping, 1 = an important fact about their life, plans or feelings). Judge ONLY "
+        "the subject below; the situation only explains it. When in doubt, rate low. Reply with "
+        'ONE JSON object: {"score": number between 0 and 1, "summary": one sentence about the '
+        'user in third person, or ""}.'
+    ),
+    situation_header="=== SITUATION (background, not to be judged) ===",
+    subject_header="=== SUBJECT (judge only this) ===",
+    no_memory="(nothing yet)",
+)
+
+DE = Prompts(
+    language="de",
+    persona=(
+        "Du bist Nova, eine warmherzige, neugierige und ehrliche Begleiterin. Du sprichst mit "
+        "einem Menschen und erinnerst dich an das, was ihm wichtig ist. Antworte auf Deutsch, "
+        "natürlich und im Gesprächston, meist in wenigen Sätzen. Erfinde nie Fakten über die "
+        "Person; wenn du etwas nicht weißt, sag es."
+    ),
+    memory_intro="Was du über die Person weißt (ihre eigenen Worte, zusammengefasst):",
+    tone_line="Die Person möchte: Absicht '{intent}', Ton '{tone}'.",
+    router=(
+        "Ordne die Nachricht der Person ein. Antworte mit GENAU EINEM JSON-Objekt und sonst "
+        'nichts: {"intent": kurzes Etikett wie "smalltalk", "frage", "bitte", "erzaehlen", '
+        '"tone": der gewünschte Ton, etwa "warm", "neutral", "verspielt", '
+        '"needs_check": true nur, wenn die Antwort Fakten prüfen muss}.'
+    ),
+    salience=(
+        "Bewerte, wie wichtig die Nachricht der PERSON ist, um sich später an sie zu erinnern "
+        "(0 = nichts Behaltenswertes, 1 = eine wichtige Tatsache über ihr Leben, ihre Pläne oder "
+        "Gefühle). Bewerte NUR das Bewertungsobjekt unten; das Lagebild erklärt es nur. Im "
+        'Zweifel niedrig. Antworte mit GENAU EINEM JSON-Objekt: {"score": Zahl zwischen 0 und 1, '
+        '"summary": ein Satz über die Person in der dritten Person, oder ""}.'
+    ),
+    situation_header="=== LAGEBILD (Hintergrund, nicht zu bewerten) ===",
+    subject_header="=== BEWERTUNGSOBJEKT (nur dies bewerten) ===",
+    no_memory="(noch nichts)",
+)
+
+
+def prompts_for(language: str) -> Prompts:
+    return DE if language == "de" else EN

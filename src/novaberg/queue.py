@@ -1,0 +1,197 @@
+"""The model queue: every LLM call of every node goes through here.
+
+A call is a job with a caller and a priority (:data:`FOREGROUND` before :data:`BACKGROUND`).
+Each backend serves at most ``limit`` jobs at once; waiting jobs are served by priority, then
+in arrival order. For each job the queue walks the backend chain, retries retryable failures
+with exponential backoff (never after a content token was passed on), and writes one
+:class:`~novaberg.telemetry.CallRecord` per request sent, with queue wait and run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import inspect
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback
+from novaberg.backends.chain import BackendChain
+from novaberg.backends.guards import classify
+from novaberg.config import Retries
+from novaberg.errors import BackendError, NoBackendAvailable
+from novaberg.telemetry import CallRecord, Trace
+
+log = logging.getLogger("novaberg")
+
+FOREGROUND = 0
+BACKGROUND = 10
+
+
+class PrioritySlots:
+    """A semaphore whose waiters are woken lowest priority number first, FIFO within one."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.busy = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        if self.busy < self.limit and not self._waiters:
+            self.busy += 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (priority, next(self._seq), future)
+        heapq.heappush(self._waiters, entry)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed to us just as we were cancelled
+            else:
+                self._waiters.remove(entry)
+                heapq.heapify(self._waiters)
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)  # the slot passes straight to the waiter
+                return
+        self.busy -= 1
+
+
+@dataclass
+class LLMResult:
+    """A response together with the record of the request that produced it."""
+
+    response: ChatResponse
+    record: CallRecord
+
+
+class ModelQueue:
+    """Serves LLM jobs over a backend chain with per-backend concurrency limits."""
+
+    def __init__(
+        self,
+        chain: BackendChain,
+        limits: dict[str, int],
+        retries: Retries,
+    ) -> None:
+        self.chain = chain
+        self.retries = retries
+        self._slots = {b.name: PrioritySlots(limits.get(b.name, 1)) for b in chain.backends}
+
+    async def submit(
+        self,
+        request: ChatRequest,
+        *,
+        trace: Trace,
+        priority: int = FOREGROUND,
+        on_token: TokenCallback | None = None,
+    ) -> LLMResult:
+        """Run one call; raise a :class:`BackendError` when no backend could answer."""
+        causes: list[BackendError] = []
+        streamed = _StreamWatch(on_token)
+        for backend in self.chain.candidates():
+            try:
+                result = await self._on_backend(backend, request, trace, priority, streamed)
+            except BackendError as exc:
+                causes.append(exc)
+                self.chain.failed(backend)
+                log.warning("%s failed for %s: %s", backend.name, request.caller, exc)
+                if streamed.passed_on:
+                    raise  # the user saw part of this answer: no silent second answer
+                continue
+            self.chain.succeeded(backend)
+            return result
+        if len(causes) == 1:
+            raise causes[0]
+        detail = " | ".join(f"{c.backend}: {c}" for c in causes)
+        raise NoBackendAvailable(f"No backend could answer ({detail})", causes=causes)
+
+    async def _on_backend(
+        self,
+        backend: Backend,
+        request: ChatRequest,
+        trace: Trace,
+        priority: int,
+        streamed: _StreamWatch,
+    ) -> LLMResult:
+        slots = self._slots[backend.name]
+        attempts = self.retries.attempts
+        for attempt in range(1, attempts + 1):
+            queued = time.perf_counter()
+            await slots.acquire(priority)
+            started = time.perf_counter()
+            record = CallRecord(
+                caller=request.caller,
+                backend=backend.name,
+                model=backend.model,
+                think=_sent_think(backend, request),
+                queue_wait_ms=(started - queued) * 1000,
+                attempt=attempt,
+            )
+            try:
+                response = await backend.chat(request, streamed.callback)
+            except BackendError as exc:
+                _fill_failure(record, exc, started)
+                trace.add_call(record)
+                if not exc.retryable or attempt == attempts or streamed.passed_on:
+                    raise
+                delay = self.retries.backoff_s * (2 ** (attempt - 1))
+                log.info("retrying %s on %s in %.2fs: %s", request.caller, backend.name, delay, exc)
+                await asyncio.sleep(delay)
+                continue
+            except asyncio.CancelledError:
+                record.outcome = "error"
+                record.error = "cancelled: the turn was aborted"
+                record.ms = (time.perf_counter() - started) * 1000
+                trace.add_call(record)
+                raise
+            finally:
+                slots.release()
+            record.ms = (time.perf_counter() - started) * 1000
+            record.model = response.model or backend.model
+            record.think = _sent_think(backend, request)
+            record.content_len = len(response.content)
+            record.thinking_len = len(response.thinking)
+            record.eval_count = response.eval_count
+            record.prompt_eval_count = response.prompt_eval_count
+            record.tool_calls = len(response.tool_calls)
+            record.outcome = classify(request, response)
+            trace.add_call(record)
+            return LLMResult(response, record)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _sent_think(backend: Backend, request: ChatRequest) -> bool:
+    sent = getattr(backend, "sent_think", None)
+    return bool(sent(request)) if callable(sent) else False
+
+
+def _fill_failure(record: CallRecord, exc: BackendError, started: float) -> None:
+    record.ms = (time.perf_counter() - started) * 1000
+    record.outcome = "timeout" if exc.outcome == "timeout" else "error"
+    record.error = str(exc)
+
+
+class _StreamWatch:
+    """Wraps a token callback and remembers whether any token was passed on."""
+
+    def __init__(self, on_token: TokenCallback | None) -> None:
+        self._on_token = on_token
+        self.passed_on = False
+        self.callback: TokenCallback | None = self._forward if on_token else None
+
+    async def _forward(self, piece: str) -> None:
+        assert self._on_token is not None
+        self.passed_on = True
+        result: Any = self._on_token(piece)
+        if inspect.isawaitable(result):
+            await result

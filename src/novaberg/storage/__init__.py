@@ -1,0 +1,1 @@
+"""Storage: SQLite in ``NOVABERG_HOME`` with named, append-only migrations."""

@@ -1,0 +1,70 @@
+"""Call records and the turn trace: what happened, as verified facts.
+
+Every request sent to a backend becomes one :class:`CallRecord` (retries and fallbacks
+included). The :class:`Trace` of a turn collects them with the nodes' structured results and is
+what ``novaberg ask --json`` prints and the database keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal[
+    "ok",
+    "error",
+    "timeout",
+    "think_split_moved",
+    "think_split_prose",
+    "dropped_tool_call",
+    "empty_answer",
+    "malformed",
+]
+OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
+
+
+@dataclass
+class CallRecord:
+    """One request sent to one backend."""
+
+    caller: str
+    backend: str
+    model: str
+    think: bool
+    content_len: int = 0
+    thinking_len: int = 0
+    eval_count: int = 0
+    prompt_eval_count: int = 0
+    tool_calls: int = 0
+    outcome: Outcome = "ok"
+    ms: float = 0.0
+    queue_wait_ms: float = 0.0
+    attempt: int = 1
+    error: str = ""
+
+    def contract_view(self) -> dict[str, Any]:
+        """The keys of a call in ``novaberg ask --json`` (plus a few compatible extras)."""
+        data = asdict(self)
+        data["ms"] = round(self.ms, 1)
+        data["queue_wait_ms"] = round(self.queue_wait_ms, 1)
+        return data
+
+
+@dataclass
+class Trace:
+    """Everything one turn did, in order."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    def add_call(self, record: CallRecord) -> None:
+        self.calls.append(record)
+
+    def answered_by(self) -> str:
+        """Who answered the turn's calls, e.g. ``ollama/qwen3:4b``, as recorded."""
+        seen = dict.fromkeys(
+            f"{c.backend}/{c.model}" for c in self.calls if c.outcome != "error"
+            and c.outcome != "timeout"
+        )
+        return ", ".join(seen) or "nobody"

@@ -1,0 +1,463 @@
+"""A real HTTP server that speaks Ollama's protocol (and OpenAI's ``/v1/chat/completions``).
+
+Scriptable per ``X-Novaberg-Caller``: replies queued for a caller are used in order, then the
+caller's standing reply, then the server's default (an echo, or a minimal JSON value that
+satisfies the request's ``format`` schema). Every request is recorded with its headers and
+body. It reproduces the behaviour in ../shared/OLLAMA.md: thinking when ``think`` is omitted
+for a thinking model, 400 for ``think``/``tools`` a model lacks, 404 for an unknown model,
+calls to tool names missing from ``tools`` swallowed into an empty answer, ``{"error"}``
+lines mid-stream, streams cut before their done chunk.
+
+Run it for your own tests: ``novaberg test-server --port 11435`` and script it over HTTP
+(``POST /_novaberg/script``), or in Python with :class:`OllamaTestServer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from novaberg.testing.replies import ReasoningStyle, Reply, sample_for_schema
+
+CALLER_HEADER = "x-novaberg-caller"
+SERVER_VERSION = "0.13.0"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    capabilities: tuple[str, ...] = ("completion", "tools", "thinking")
+    family: str = "qwen3"
+    parameter_size: str = "4.0B"
+
+
+DEFAULT_MODELS = (
+    ModelSpec("qwen3:4b"),
+    ModelSpec("gemma3:270m", ("completion",), "gemma3", "268M"),
+    ModelSpec("llama3.2:3b", ("completion", "tools"), "llama", "3.2B"),
+)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    caller: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+
+
+@dataclass
+class _Rendered:
+    """A reply as it will go out for one request."""
+
+    content: str
+    thinking: str
+    tool_calls: list[dict[str, Any]]
+    eval_count: int
+
+
+@dataclass
+class ServerState:
+    models: dict[str, ModelSpec]
+    delay_s: float = 0.0
+    reasoning_style: ReasoningStyle = "reasoning"
+    default_thinking: str = "The user wrote something; let me think about a good answer."
+    scripts: dict[str, deque[Reply]] = field(default_factory=lambda: defaultdict(deque))
+    standing: dict[str, Reply] = field(default_factory=dict)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_reply(self, caller: str) -> Reply | None:
+        with self.lock:
+            queued = self.scripts.get(caller)
+            if queued:
+                return queued.popleft()
+            return self.standing.get(caller) or self.standing.get("*")
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(title="Novaberg Ollama test server", docs_url=None, redoc_url=None)
+
+    async def record(request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        body = json.loads(raw) if raw else {}
+        entry = RecordedRequest(
+            request.url.path, request.headers.get(CALLER_HEADER, ""), body,
+            dict(request.headers), time.time(),
+        )
+        with state.lock:
+            state.requests.append(entry)
+        return body if isinstance(body, dict) else {}
+
+    @app.get("/")
+    async def root() -> PlainTextResponse:
+        return PlainTextResponse("Ollama is running")
+
+    @app.get("/api/version")
+    async def version() -> dict[str, str]:
+        return {"version": SERVER_VERSION}
+
+    @app.get("/api/tags")
+    async def tags() -> dict[str, Any]:
+        return {"models": [_tag(spec) for spec in state.models.values()]}
+
+    @app.post("/api/show")
+    async def show(request: Request) -> Response:
+        body = await record(request)
+        spec = state.models.get(body.get("model") or body.get("name") or "")
+        if spec is None:
+            return _error(404, f"model '{body.get('model')}' not found")
+        return JSONResponse({
+            "modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
+            "details": _details(spec), "model_info": {"general.architecture": spec.family},
+            "capabilities": list(spec.capabilities),
+        })
+
+    @app.post("/api/embed")
+    async def embed(request: Request) -> Response:
+        body = await record(request)
+        if body.get("model") not in state.models:
+            return _error(404, f"model '{body.get('model')}' not found")
+        inputs = body.get("input", [])
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        return JSONResponse({"model": body["model"], "embeddings": [_vector(t) for t in texts],
+                             "total_duration": 1000, "prompt_eval_count": len(texts)})
+
+    @app.post("/api/chat")
+    async def chat(request: Request) -> Response:
+        body = await record(request)
+        caller = request.headers.get(CALLER_HEADER, "")
+        spec = state.models.get(body.get("model", ""))
+        if spec is None:
+            return _error(404, f"model '{body.get('model')}' not found")
+        think = body.get("think")
+        if think not in (None, False) and "thinking" not in spec.capabilities:
+            return _error(400, f'"{spec.name}" does not support thinking')
+        tools = body.get("tools") or []
+        if tools and "tools" not in spec.capabilities:
+            return _error(400, f'registry.ollama.ai/library/{spec.name} does not support tools')
+        reply = state.next_reply(caller) or _default_reply(body)
+        await asyncio.sleep(state.delay_s + reply.delay_s)
+        if reply.status is not None:
+            return _error(reply.status, reply.error)
+        thinks = think not in (None, False) or (think is None and "thinking" in spec.capabilities)
+        rendered = _render(reply, tools, thinks, state.default_thinking if think is None else "")
+        if body.get("stream", True) is False:
+            return JSONResponse(_ollama_final(spec.name, reply, rendered, whole=True))
+        return StreamingResponse(
+            _ollama_stream(spec.name, reply, rendered), media_type="application/x-ndjson"
+        )
+
+    @app.get("/v1/models")
+    async def v1_models() -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "owned_by": "novaberg-test"} for name in state.models
+        ]}
+
+    @app.post("/v1/chat/completions")
+    async def v1_chat(request: Request) -> Response:
+        body = await record(request)
+        caller = request.headers.get(CALLER_HEADER, "")
+        spec = state.models.get(body.get("model", ""))
+        if spec is None:
+            return JSONResponse({"error": {"message": f"model '{body.get('model')}' not found",
+                                           "type": "api_error"}}, status_code=404)
+        reply = state.next_reply(caller) or _default_reply(body)
+        await asyncio.sleep(state.delay_s + reply.delay_s)
+        if reply.status is not None:
+            return JSONResponse({"error": {"message": reply.error, "type": "api_error"}},
+                                status_code=reply.status)
+        rendered = _render(reply, body.get("tools") or [], True, "")
+        style = reply.reasoning_style or state.reasoning_style
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(_openai_stream(spec.name, reply, rendered, style, usage),
+                                     media_type="text/event-stream")
+        return JSONResponse(_openai_whole(spec.name, reply, rendered, style))
+
+    # -- control endpoints, for scripting a server running in another process -----------
+    @app.post("/_novaberg/script")
+    async def script(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        replies = [Reply.model_validate(r) for r in body.get("replies", [])]
+        with state.lock:
+            state.scripts[body.get("caller", "*")].extend(replies)
+            if "standing" in body:
+                state.standing[body.get("caller", "*")] = Reply.model_validate(body["standing"])
+        return {"queued": len(replies)}
+
+    @app.post("/_novaberg/reset")
+    async def reset() -> dict[str, bool]:
+        with state.lock:
+            state.scripts.clear()
+            state.standing.clear()
+            state.requests.clear()
+        return {"reset": True}
+
+    @app.get("/_novaberg/requests")
+    async def requests() -> list[dict[str, Any]]:
+        with state.lock:
+            return [{"path": r.path, "caller": r.caller, "body": r.body} for r in state.requests]
+
+    return app
+
+
+# -- rendering --------------------------------------------------------------------------
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _details(spec: ModelSpec) -> dict[str, Any]:
+    return {"format": "gguf", "family": spec.family, "families": [spec.family],
+            "parameter_size": spec.parameter_size, "quantization_level": "Q4_K_M"}
+
+
+def _tag(spec: ModelSpec) -> dict[str, Any]:
+    return {"name": spec.name, "model": spec.name, "modified_at": "2026-01-01T00:00:00Z",
+            "size": 1_000_000, "digest": hashlib.sha256(spec.name.encode()).hexdigest(),
+            "details": _details(spec)}
+
+
+def _vector(text: str, dims: int = 8) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [round(b / 255.0, 4) for b in digest[:dims]]
+
+
+def _default_reply(body: dict[str, Any]) -> Reply:
+    schema = body.get("format") or _openai_schema(body)
+    if isinstance(schema, dict):
+        return Reply(content=json.dumps(sample_for_schema(schema)))
+    if schema == "json":
+        return Reply(content="{}")
+    last = next((m.get("content", "") for m in reversed(body.get("messages", []))
+                 if m.get("role") == "user"), "")
+    return Reply(content=f"(test server) You said: {str(last)[:200]}")
+
+
+def _openai_schema(body: dict[str, Any]) -> Any:
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema")
+
+
+def _render(reply: Reply, tools: list[dict[str, Any]], thinks: bool, default_thinking: str) -> _Rendered:
+    declared = {(t.get("function") or {}).get("name") for t in tools}
+    calls = [c for c in reply.tool_calls if c.get("name") in declared]
+    thinking = (reply.thinking or default_thinking) if thinks else ""
+    words = len(reply.content.split()) + len(reply.thinking.split()) + 5 * len(reply.tool_calls)
+    eval_count = reply.eval_count if reply.eval_count is not None else max(1, words)
+    return _Rendered(reply.content, thinking, calls, eval_count)
+
+
+def _pieces(text: str, size: int = 12) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _ollama_final(model: str, reply: Reply, r: _Rendered, whole: bool) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": r.content if whole else ""}
+    if whole and r.thinking:
+        message["thinking"] = r.thinking
+    if whole and r.tool_calls:
+        message["tool_calls"] = [_ollama_call(c, i) for i, c in enumerate(r.tool_calls)]
+    return {
+        "model": model, "created_at": _now(), "message": message, "done": True,
+        "done_reason": reply.done_reason, "total_duration": 1_000_000, "load_duration": 10_000,
+        "prompt_eval_count": reply.prompt_eval_count, "prompt_eval_duration": 100_000,
+        "eval_count": r.eval_count, "eval_duration": 900_000,
+    }
+
+
+def _ollama_call(call: dict[str, Any], index: int) -> dict[str, Any]:
+    return {"function": {"index": index, "name": call["name"],
+                         "arguments": call.get("arguments", {})}}
+
+
+async def _ollama_stream(model: str, reply: Reply, r: _Rendered) -> AsyncIterator[bytes]:
+    chunks: list[dict[str, Any]] = []
+    for piece in _pieces(r.thinking):
+        chunks.append({"role": "assistant", "content": "", "thinking": piece})
+    for piece in _pieces(r.content):
+        chunks.append({"role": "assistant", "content": piece})
+    for i, call in enumerate(r.tool_calls):
+        chunks.append({"role": "assistant", "content": "", "tool_calls": [_ollama_call(call, i)]})
+    for sent, message in enumerate(chunks):
+        if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
+            yield _line({"error": reply.error})
+            return
+        if reply.cut_after_chunks is not None and sent >= reply.cut_after_chunks:
+            return
+        yield _line({"model": model, "created_at": _now(), "message": message, "done": False})
+        if reply.chunk_delay_s:
+            await asyncio.sleep(reply.chunk_delay_s)
+    if reply.error_after_chunks is not None:
+        yield _line({"error": reply.error})
+        return
+    if reply.cut_after_chunks is not None:
+        return
+    yield _line(_ollama_final(model, reply, r, whole=False))
+
+
+def _openai_message(r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": r.content}
+    if r.thinking:
+        if style == "think_tags":
+            message["content"] = f"<think>{r.thinking}</think>\n{r.content}"
+        else:
+            message[style] = r.thinking
+    if r.tool_calls:
+        message["tool_calls"] = [
+            {"index": i, "id": f"call_{i}", "type": "function",
+             "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
+            for i, c in enumerate(r.tool_calls)
+        ]
+    return message
+
+
+def _openai_whole(model: str, reply: Reply, r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": _openai_message(r, style),
+                     "finish_reason": "tool_calls" if r.tool_calls else reply.done_reason}],
+        "usage": {"prompt_tokens": reply.prompt_eval_count, "completion_tokens": r.eval_count,
+                  "total_tokens": reply.prompt_eval_count + r.eval_count},
+    }
+
+
+async def _openai_stream(
+    model: str, reply: Reply, r: _Rendered, style: ReasoningStyle, usage: bool
+) -> AsyncIterator[bytes]:
+    message = _openai_message(r, style)
+    deltas: list[dict[str, Any]] = []
+    if style != "think_tags" and r.thinking:
+        deltas += [{style: p} for p in _pieces(r.thinking)]
+    deltas += [{"content": p} for p in _pieces(message["content"])]
+    for call in message.get("tool_calls", []):
+        deltas.append({"tool_calls": [call]})
+
+    def event(payload: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}
+    for sent, delta in enumerate(deltas):
+        if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
+            yield event({"error": {"message": reply.error, "type": "api_error"}})
+            return
+        if reply.cut_after_chunks is not None and sent >= reply.cut_after_chunks:
+            return
+        yield event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        if reply.chunk_delay_s:
+            await asyncio.sleep(reply.chunk_delay_s)
+    if reply.cut_after_chunks is not None:
+        return
+    finish = "tool_calls" if r.tool_calls else reply.done_reason
+    yield event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if usage:
+        yield event({**base, "choices": [], "usage": {
+            "prompt_tokens": reply.prompt_eval_count, "completion_tokens": r.eval_count,
+            "total_tokens": reply.prompt_eval_count + r.eval_count}})
+    yield b"data: [DONE]\n\n"
+
+
+def _line(payload: dict[str, Any]) -> bytes:
+    return (json.dumps(payload) + "\n").encode()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
+# -- running it -------------------------------------------------------------------------
+class OllamaTestServer:
+    """The test server in a background thread of this process, on a free loopback port."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        models: tuple[ModelSpec, ...] = DEFAULT_MODELS,
+        delay_s: float = 0.0,
+        reasoning_style: ReasoningStyle = "reasoning",
+    ) -> None:
+        self.state = ServerState(models={m.name: m for m in models}, delay_s=delay_s,
+                                 reasoning_style=reasoning_style)
+        self.app = create_app(self.state)
+        self._host = host
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    # scripting
+    def script(self, caller: str, *replies: Reply) -> None:
+        """Queue replies for requests from ``caller`` (``"*"``: any caller without its own)."""
+        with self.state.lock:
+            self.state.scripts[caller].extend(replies)
+
+    def standing(self, caller: str, reply: Reply) -> None:
+        """Answer every request from ``caller`` with ``reply`` once its queue is empty."""
+        with self.state.lock:
+            self.state.standing[caller] = reply
+
+    def set_delay(self, seconds: float) -> None:
+        self.state.delay_s = seconds
+
+    def requests(self, path: str | None = None, caller: str | None = None) -> list[RecordedRequest]:
+        with self.state.lock:
+            return [r for r in self.state.requests
+                    if (path is None or r.path == path) and (caller is None or r.caller == caller)]
+
+    def pending(self) -> dict[str, int]:
+        """Scripted replies not consumed yet, per caller (a test should end with none)."""
+        with self.state.lock:
+            return {k: len(v) for k, v in self.state.scripts.items() if v}
+
+    # lifecycle
+    def start(self) -> OllamaTestServer:
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True,
+            name="novaberg-ollama-test-server",
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the Ollama test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._socket.close()
+
+    def serve_forever(self) -> None:
+        """Run in the calling thread until interrupted (``novaberg test-server``)."""
+        self._server.run(sockets=[self._socket])
+
+    def __enter__(self) -> OllamaTestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,107 @@
+"""What the test server answers: scripted replies and the faults it can inject.
+
+A :class:`Reply` describes one answer; its fields inject the faults documented in
+../shared/OLLAMA.md. The presets name the faults this project defends against.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ReasoningStyle = Literal["reasoning", "reasoning_content", "think_tags"]
+
+
+class Reply(BaseModel):
+    """One scripted answer of the test server (both protocols)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = ""
+    thinking: str = ""
+    tool_calls: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='[{"name": ..., "arguments": {...}}]; a name missing from the request\'s '
+        "tools is swallowed as Ollama does (empty answer, eval_count > 0)",
+    )
+    eval_count: int | None = Field(None, description="default: a count of the generated words")
+    prompt_eval_count: int = 12
+    done_reason: str = "stop"
+    delay_s: float = Field(0.0, ge=0, description="before the first byte")
+    chunk_delay_s: float = Field(0.0, ge=0, description="between streamed chunks")
+    status: int | None = Field(None, description="answer with this HTTP error instead")
+    error: str = Field("", description="the error text for status or error_after_chunks")
+    error_after_chunks: int | None = Field(
+        None, description='send an {"error"} line (status 200) after this many chunks'
+    )
+    cut_after_chunks: int | None = Field(
+        None, description="end the stream after this many chunks, before the done chunk"
+    )
+    reasoning_style: ReasoningStyle | None = Field(
+        None, description="/v1 only: how thinking is returned (default: the server's)"
+    )
+
+    # -- presets: the documented faults --------------------------------------------------
+    @classmethod
+    def thinking_swallowed_answer(cls, thinking: str, control_line: str = "") -> Reply:
+        """Content empty, everything in thinking: case 1 with a control line, case 2 without."""
+        text = f"{thinking}\n{control_line}" if control_line else thinking
+        return cls(content="", thinking=text)
+
+    @classmethod
+    def dropped_tool_call(cls, name: str, arguments: dict[str, Any] | None = None) -> Reply:
+        """A call to ``name``: swallowed into an empty answer unless the request lists it."""
+        return cls(tool_calls=[{"name": name, "arguments": arguments or {}}])
+
+    @classmethod
+    def http_error(cls, status: int, error: str = "") -> Reply:
+        return cls(status=status, error=error or _DEFAULT_ERRORS.get(status, "error"))
+
+    @classmethod
+    def error_mid_stream(cls, content: str, after_chunks: int = 1, error: str = "") -> Reply:
+        return cls(
+            content=content,
+            error_after_chunks=after_chunks,
+            error=error or "an error was encountered while running the model",
+        )
+
+    @classmethod
+    def cut_stream(cls, content: str, after_chunks: int = 1) -> Reply:
+        return cls(content=content, cut_after_chunks=after_chunks)
+
+
+_DEFAULT_ERRORS = {
+    400: "invalid request",
+    404: "model not found",
+    500: "error parsing tool call",
+    503: "server busy, please try again. maximum pending requests exceeded",
+}
+
+
+def sample_for_schema(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """A minimal value that satisfies a JSON schema (for unscripted structured requests)."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return sample_for_schema(defs[schema["$ref"].split("/")[-1]], defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        return sample_for_schema(schema["anyOf"][0], defs)
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: sample_for_schema(v, defs) for k, v in props.items()}
+    if kind == "array":
+        return []
+    if kind in ("number", "integer"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return "ok"
