@@ -23,6 +23,7 @@ from novaberg.config import Timeouts
 from novaberg.errors import BackendError, BackendTimeout, ConfigError
 
 DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_FORMAT = "novaberg-gemma3"
 _END = object()
 
 
@@ -47,6 +48,41 @@ def default_model_path(home: Path) -> Path:
     if target.exists():
         return target
     return Path(weights.assemble(target))
+
+
+def gemma3_prompt(messages: list[dict[str, Any]]) -> str:
+    """Gemma 3's turn format, with system text folded into the first user turn.
+
+    The packaged GGUF carries no chat template, and llama-cpp-python's ``gemma`` format drops
+    system messages; Gemma's own template prepends them to the first user turn, as here.
+    """
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    parts: list[str] = []
+    for message in (m for m in messages if m["role"] != "system"):
+        role = "model" if message["role"] == "assistant" else "user"
+        text = message["content"]
+        if system and role == "user":
+            text, system = f"{system}\n\n{text}", ""
+        parts.append(f"<start_of_turn>{role}\n{text}<end_of_turn>\n")
+    if system:  # only a system message: it becomes the user turn
+        parts.append(f"<start_of_turn>user\n{system}<end_of_turn>\n")
+    return "".join(parts) + "<start_of_turn>model\n"
+
+
+def _register_gemma_format() -> None:
+    global _gemma_registered
+    if _gemma_registered:
+        return
+    from llama_cpp import llama_chat_format as formats
+
+    @formats.register_chat_format(GEMMA_FORMAT)  # type: ignore[untyped-decorator]
+    def _format(messages: list[dict[str, Any]], **_: Any) -> Any:
+        return formats.ChatFormatterResponse(prompt=gemma3_prompt(messages), stop="<end_of_turn>")
+
+    _gemma_registered = True
+
+
+_gemma_registered = False
 
 
 class EmbeddedBackend:
@@ -89,8 +125,12 @@ class EmbeddedBackend:
                         f"NOVABERG_EMBEDDED_MODEL_PATH={path} does not exist; point it at a GGUF "
                         "file or unset it to use the packaged Gemma 3 270M."
                     )
+                packaged = self.model_path is None
+                if packaged:
+                    _register_gemma_format()
                 self._llama = Llama(
                     model_path=str(path),
+                    chat_format=GEMMA_FORMAT if packaged else None,
                     n_ctx=self.n_ctx,
                     n_threads=self.n_threads,
                     verbose=False,
@@ -105,8 +145,9 @@ class EmbeddedBackend:
         kwargs: dict[str, Any] = {
             "messages": request.messages,
             "stream": True,
-            "max_tokens": request.max_tokens or 512,
+            "max_tokens": request.max_tokens or 256,
             "temperature": 0.7 if request.temperature is None else request.temperature,
+            "repeat_penalty": 1.15,
         }
         if request.seed is not None:
             kwargs["seed"] = request.seed

@@ -1,0 +1,1 @@
+"""The command line: ``novaberg chat | ask | doctor | config | test-server``."""

@@ -1,0 +1,122 @@
+"""The ``novaberg`` command. Heavy modules load inside the commands, so start-up stays fast."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from novaberg import __version__
+
+app = typer.Typer(
+    name="novaberg",
+    help="Nova, a local-first AI companion that talks with you and remembers you.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+UserOpt = Annotated[
+    str | None, typer.Option("--user", "-u", help="Whose conversation and memory (NOVABERG_USER).")
+]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens to stderr.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"novaberg {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Nova, a local-first AI companion that talks with you and remembers you."""
+
+
+@app.command()
+def chat(
+    conversation: Annotated[
+        int | None, typer.Option("--conversation", "-c", help="Continue this conversation id.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", "-r", help="Continue your latest conversation.")
+    ] = False,
+    user: UserOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Talk with Nova: a streamed reply per message, a live line shows the running node.
+
+    Type /new for a new conversation, /exit (or Ctrl-D) to leave. Ctrl-C during a reply aborts
+    that turn (recorded as aborted, nothing half-stored); the next message works as usual.
+    """
+    from novaberg.cli.chat import run_chat
+
+    run_chat(conversation=conversation, resume=resume, user=user, verbose=verbose)
+
+
+@app.command()
+def ask(
+    text: Annotated[str, typer.Argument(help="The message for Nova.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the turn as one JSON object (the contract).")
+    ] = False,
+    conversation: Annotated[
+        int | None, typer.Option("--conversation", "-c", help="Continue this conversation id.")
+    ] = None,
+    user: UserOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run one turn and print Nova's reply (or, with --json, the whole turn record)."""
+    from novaberg.cli.ask import run_ask
+
+    run_ask(text, as_json=as_json, conversation=conversation, user=user, verbose=verbose)
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+) -> None:
+    """Which backend would answer, whether it is reachable, the model's capabilities, what to fix."""
+    from novaberg.cli.doctor import run_doctor
+
+    run_doctor(as_json=as_json)
+
+
+@app.command("config")
+def config_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the settings as JSON.")] = False,
+) -> None:
+    """Show the effective settings and where each came from (env, config file, default).
+
+    Environment: OLLAMA_HOST, NOVABERG_MODEL, NOVABERG_HOME, NOVABERG_BACKEND
+    (auto|ollama|openai|embedded), NOVABERG_OPENAI_URL, NOVABERG_OPENAI_MODEL,
+    NOVABERG_OPENAI_KEY, NOVABERG_FALLBACK (e.g. openai or openai,embedded), NOVABERG_LANGUAGE
+    (en|de), nested ones with __ (NOVABERG_TIMEOUTS__TOTAL_S). The same keys, lower-case, go into
+    $NOVABERG_HOME/config.toml ([timeouts], [retries], [concurrency] as tables).
+    """
+    from novaberg.cli.config_cmd import run_config
+
+    run_config(as_json=as_json)
+
+
+@app.command("test-server")
+def test_server(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 11435,
+    delay_ms: Annotated[float, typer.Option(help="Delay before every chat answer.")] = 0.0,
+    reasoning_style: Annotated[
+        str, typer.Option(help="/v1 thinking as: reasoning | reasoning_content | think_tags")
+    ] = "reasoning",
+) -> None:
+    """Run the Ollama-protocol test server (scriptable, fault-injecting) for your own tests."""
+    from novaberg.cli.test_server import run_test_server
+
+    run_test_server(host=host, port=port, delay_ms=delay_ms, reasoning_style=reasoning_style)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,57 @@
+"""What every command shares: settings loading, logging, turning errors into exit codes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from novaberg.errors import ConfigError, NovabergError, UsageError
+
+if TYPE_CHECKING:
+    from novaberg.config import LoadedSettings
+
+T = TypeVar("T")
+err_console = Console(stderr=True)
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def setup_logging(verbose: bool) -> None:
+    logger = logging.getLogger("novaberg")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("novaberg: %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.ERROR)
+
+
+def load(user: str | None = None) -> LoadedSettings:
+    from novaberg.config import load_settings
+
+    loaded = load_settings()
+    if user is not None:
+        if not user.strip():
+            raise UsageError("--user must not be empty.")
+        loaded.settings.user = user
+        loaded.origins["user"] = "option --user"
+    return loaded
+
+
+def fail(exc: NovabergError) -> NoReturn:
+    kind = "usage error" if isinstance(exc, UsageError | ConfigError) else "error"
+    err_console.print(f"[bold red]{kind}:[/] {exc}", highlight=False, markup=True)
+    raise typer.Exit(EXIT_USAGE if isinstance(exc, UsageError | ConfigError) else EXIT_FAILURE)
+
+
+def guarded(fn: Callable[[], T]) -> T:
+    """Run a command body; a Novaberg error becomes a clear message and an exit code."""
+    try:
+        return fn()
+    except NovabergError as exc:
+        fail(exc)

@@ -1,0 +1,62 @@
+"""``novaberg doctor``: which backend would answer, is it reachable, what to fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from novaberg.cli.common import EXIT_FAILURE, guarded, load
+
+
+async def _diagnose() -> dict[str, Any]:
+    from novaberg.backends.select import build_chain
+
+    settings = load().settings
+    notices: list[str] = []
+    chain = await build_chain(settings, notices)
+    try:
+        statuses = [await backend.status() for backend in chain.backends]
+    finally:
+        await chain.aclose()
+    fixes = [f"{s.name}: {s.fix}" for s in statuses if s.fix]
+    return {
+        "mode": settings.backend,
+        "would_answer": f"{chain.primary.name}/{chain.primary.model}",
+        "notices": notices,
+        "backends": [asdict(s) for s in statuses],
+        "fixes": fixes,
+        "ok": statuses[0].reachable and not statuses[0].fix,
+    }
+
+
+def run_doctor(*, as_json: bool) -> None:
+    report = guarded(lambda: asyncio.run(_diagnose()))
+    if as_json:
+        typer.echo(json.dumps(report))
+    else:
+        console = Console()
+        console.print(f"Backend mode: [bold]{report['mode']}[/] — would answer: "
+                      f"[bold]{report['would_answer']}[/]")
+        for notice in report["notices"]:
+            console.print(f"[yellow]notice:[/] {notice}", highlight=False)
+        table = Table()
+        for column in ("backend", "model", "reachable", "capabilities", "detail"):
+            table.add_column(column)
+        for b in report["backends"]:
+            table.add_row(b["name"], b["model"], "yes" if b["reachable"] else "[red]no[/]",
+                          ", ".join(b["capabilities"]), b["detail"])
+        console.print(table)
+        if report["fixes"]:
+            console.print("[bold]What to fix:[/]")
+            for fix in report["fixes"]:
+                console.print(f"  • {fix}", highlight=False)
+        else:
+            console.print("[green]Nothing to fix.[/]")
+    if not report["ok"]:
+        raise typer.Exit(EXIT_FAILURE)
