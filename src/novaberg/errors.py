@@ -67,7 +67,8 @@ class BackendHTTPError(BackendError):
     def __init__(self, message: str, *, status: int, backend: str = "", model: str = "") -> None:
         super().__init__(message, backend=backend, model=model)
         self.status = status
-        self.retryable = status >= 500
+        # 5xx and 503, and an error line mid-stream (-1): the server failed, not the request
+        self.retryable = status >= 500 or status == -1
 
 
 class ModelNotFound(BackendError):

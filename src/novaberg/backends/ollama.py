@@ -83,6 +83,7 @@ class OllamaBackend:
         where = f"Ollama at {self.host}"
         kw: dict[str, Any] = {"backend": self.name, "model": self.model}
         if isinstance(exc, BackendError):
+            exc.backend, exc.model = exc.backend or self.name, exc.model or self.model
             return exc
         if isinstance(exc, ConnectionError | httpx.ConnectError):
             return BackendUnreachable(
@@ -99,11 +100,9 @@ class OllamaBackend:
         if isinstance(exc, ollama.ResponseError):
             status = exc.status_code
             if status == -1:
-                err = BackendHTTPError(
+                return BackendHTTPError(
                     f"{where} reported an error mid-stream: {exc.error}", status=-1, **kw
                 )
-                err.retryable = True
-                return err
             if status == 400 and "does not support" in exc.error:
                 return CapabilityError(f"{where}: {exc.error}", **kw)
             return BackendHTTPError(f"{where} answered HTTP {status}: {exc.error}", status=status, **kw)

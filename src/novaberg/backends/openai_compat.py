@@ -93,6 +93,7 @@ class OpenAICompatBackend:
         where = f"OpenAI-compatible server at {self.base_url}"
         kw: dict[str, Any] = {"backend": self.name, "model": self.model}
         if isinstance(exc, BackendError):
+            exc.backend, exc.model = exc.backend or self.name, exc.model or self.model
             return exc
         if isinstance(exc, httpx.ConnectError):
             return BackendUnreachable(
@@ -212,6 +213,12 @@ class _Accumulator:
 
     def feed(self, chunk: dict[str, Any]) -> str:
         """Take one chunk; return the new CONTENT text (thinking never leaves as a token)."""
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            raise BackendHTTPError(
+                f"the server reported an error mid-stream: {message}", status=-1
+            )
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = chunk["usage"]

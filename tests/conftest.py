@@ -1,0 +1,79 @@
+"""Shared fixtures: a real Ollama-protocol server, a fresh NOVABERG_HOME, settings, an engine.
+
+No test talks to a real model server: the environment points at the test server (or at a
+closed port), never at a developer's own Ollama.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from novaberg.config import Settings, load_settings
+from novaberg.engine import Engine
+from novaberg.testing import OllamaTestServer
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def ollama_server() -> Iterator[OllamaTestServer]:
+    with OllamaTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(ollama_server: OllamaTestServer) -> Iterator[OllamaTestServer]:
+    """The session's test server, reset before each test."""
+    state = ollama_server.state
+    with state.lock:
+        state.scripts.clear()
+        state.standing.clear()
+        state.requests.clear()
+    state.delay_s = 0.0
+    state.reasoning_style = "reasoning"
+    yield ollama_server
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every test gets its own NOVABERG_HOME and no inherited Novaberg/Ollama settings."""
+    for key in list(os.environ):
+        if key.startswith("NOVABERG_") or key in ("OLLAMA_HOST", "OLLAMA_API_KEY"):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("NOVABERG_HOME", str(home))
+    monkeypatch.setenv("OLLAMA_HOST", closed_port_url())
+    monkeypatch.setenv("NOVABERG_RETRIES__BACKOFF_S", "0.01")
+    return home
+
+
+@pytest.fixture
+def ollama_env(monkeypatch: pytest.MonkeyPatch, server: OllamaTestServer) -> OllamaTestServer:
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    monkeypatch.setenv("NOVABERG_BACKEND", "ollama")
+    return server
+
+
+@pytest.fixture
+def settings(ollama_env: OllamaTestServer) -> Settings:
+    return load_settings().settings
+
+
+@pytest.fixture
+async def engine(settings: Settings) -> AsyncIterator[Engine]:
+    eng = await Engine.open(settings)
+    try:
+        yield eng
+    finally:
+        await eng.aclose()

@@ -1,0 +1,163 @@
+"""The Ollama backend through the official client against the test server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from novaberg.backends.base import ChatRequest
+from novaberg.backends.ollama import OllamaBackend
+from novaberg.config import Timeouts
+from novaberg.errors import (
+    BackendHTTPError,
+    BackendTimeout,
+    BackendUnreachable,
+    CapabilityError,
+    ModelNotFound,
+    StreamCut,
+)
+from novaberg.testing import OllamaTestServer, Reply
+from tests.conftest import closed_port_url
+
+MSG = [{"role": "user", "content": "hi"}]
+TOOLS = [{"type": "function", "function": {"name": "web_search", "description": "search",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+@pytest.fixture
+async def backend(server: OllamaTestServer) -> AsyncIterator[OllamaBackend]:
+    b = OllamaBackend(server.url, "qwen3:4b", Timeouts())
+    yield b
+    await b.aclose()
+
+
+async def test_every_request_carries_its_caller_header(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    await backend.chat(ChatRequest(caller="router", messages=MSG))
+    await backend.chat(ChatRequest(caller="judge_legal", messages=MSG))
+    callers = [r.caller for r in server.requests()]
+    assert callers == ["capabilities", "router", "judge_legal"]
+    assert all(r.headers.get("x-novaberg-caller") for r in server.requests())
+
+
+async def test_think_false_is_sent_explicitly_to_a_thinking_model(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    response = await backend.chat(ChatRequest(caller="router", messages=MSG, think=False))
+    body = server.requests("/api/chat")[0].body
+    assert "think" in body and body["think"] is False
+    assert response.thinking == ""  # it would have thought had think been omitted
+
+
+async def test_think_and_tools_are_never_sent_to_a_model_that_lacks_them(
+    server: OllamaTestServer,
+) -> None:
+    small = OllamaBackend(server.url, "gemma3:270m", Timeouts())
+    try:
+        response = await small.chat(ChatRequest(caller="thinker", messages=MSG, think=True))
+        assert response.content  # no 400: think was left out
+        assert "think" not in server.requests("/api/chat")[0].body
+        assert small.sent_think(ChatRequest(caller="thinker", messages=MSG, think=True)) is False
+        with pytest.raises(CapabilityError, match="does not support tools"):
+            await small.chat(ChatRequest(caller="thinker", messages=MSG, tools=TOOLS))
+        assert len(server.requests("/api/chat")) == 1  # the tool request never went out
+    finally:
+        await small.aclose()
+
+
+async def test_capabilities_are_read_once_and_cached(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    for _ in range(3):
+        await backend.chat(ChatRequest(caller="router", messages=MSG))
+    assert len(server.requests("/api/show")) == 1
+
+
+async def test_thinking_is_carried_through_never_dropped(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("thinker", Reply(content="RESULT: OK", thinking="long reasoning " * 50))
+    response = await backend.chat(ChatRequest(caller="thinker", messages=MSG, think=True))
+    assert response.content == "RESULT: OK"
+    assert response.thinking == "long reasoning " * 50
+    assert response.backend == "ollama" and response.model == "qwen3:4b"
+    assert response.eval_count > 0 and response.done_reason == "stop"
+
+
+async def test_streamed_tokens_are_content_only(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="visible answer text", thinking="hidden thoughts"))
+    pieces: list[str] = []
+    await backend.chat(ChatRequest(caller="responder", messages=MSG, think=True), pieces.append)
+    assert "".join(pieces) == "visible answer text"
+
+
+async def test_unknown_model_error_lists_installed_models(server: OllamaTestServer) -> None:
+    missing = OllamaBackend(server.url, "llama9:70b", Timeouts())
+    try:
+        with pytest.raises(ModelNotFound) as info:
+            await missing.chat(ChatRequest(caller="router", messages=MSG))
+    finally:
+        await missing.aclose()
+    assert "qwen3:4b" in info.value.installed and "gemma3:270m" in info.value.installed
+    assert "ollama pull llama9:70b" in str(info.value)
+    assert "qwen3:4b" in str(info.value)
+
+
+async def test_unreachable_server_names_ollama_host() -> None:
+    gone = OllamaBackend(closed_port_url(), "qwen3:4b", Timeouts())
+    with pytest.raises(BackendUnreachable) as info:
+        await gone.chat(ChatRequest(caller="router", messages=MSG))
+    assert "OLLAMA_HOST" in str(info.value) and info.value.retryable
+
+
+async def test_error_line_mid_stream_is_a_retryable_backend_error(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply.error_mid_stream("some partial answer text", after_chunks=1))
+    with pytest.raises(BackendHTTPError) as info:
+        await backend.chat(ChatRequest(caller="responder", messages=MSG))
+    assert info.value.status == -1 and info.value.retryable
+
+
+async def test_stream_without_done_chunk_is_a_failed_call(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply.cut_stream("an answer cut short here", after_chunks=1))
+    with pytest.raises(StreamCut, match="without its done chunk"):
+        await backend.chat(ChatRequest(caller="responder", messages=MSG))
+
+
+@pytest.mark.parametrize("status,retryable", [(500, True), (503, True), (400, False)])
+async def test_http_errors_are_classified_for_retry(
+    backend: OllamaBackend, server: OllamaTestServer, status: int, retryable: bool
+) -> None:
+    server.script("router", Reply.http_error(status))
+    with pytest.raises(BackendHTTPError) as info:
+        await backend.chat(ChatRequest(caller="router", messages=MSG))
+    assert info.value.status == status and info.value.retryable is retryable
+
+
+async def test_first_token_timeout(server: OllamaTestServer) -> None:
+    slow = OllamaBackend(server.url, "qwen3:4b", Timeouts(first_token_s=0.2, total_s=5))
+    await slow.capabilities()
+    server.script("router", Reply(content="late", delay_s=1.0))
+    try:
+        with pytest.raises(BackendTimeout):
+            await slow.chat(ChatRequest(caller="router", messages=MSG))
+    finally:
+        await slow.aclose()
+
+
+async def test_total_timeout_bounds_a_slow_stream(server: OllamaTestServer) -> None:
+    slow = OllamaBackend(server.url, "qwen3:4b", Timeouts(first_token_s=5, total_s=0.3))
+    await slow.capabilities()
+    server.script("responder", Reply(content="a long answer " * 20, chunk_delay_s=0.05))
+    try:
+        with pytest.raises(BackendTimeout):
+            await slow.chat(ChatRequest(caller="responder", messages=MSG))
+    finally:
+        await slow.aclose()

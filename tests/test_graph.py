@@ -1,0 +1,89 @@
+"""The turn graph refuses writes to undeclared channels; LangGraph alone would drop them."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+from novaberg.errors import GraphError, UndeclaredChannelWrite
+from novaberg.graph.build import Stage, build_turn_graph
+from novaberg.graph.state import check_writes
+from novaberg.telemetry import Trace
+
+
+class FakeCtx:
+    """Only what the strict wrapper touches: a trace and the progress hook."""
+
+    def __init__(self) -> None:
+        self.trace = Trace()
+
+    def entered(self, node: str) -> None:
+        self.trace.nodes.append(node)
+
+
+async def test_plain_langgraph_drops_an_undeclared_write_silently() -> None:
+    # The reason for the guard: this is how the seed's self-trigger vanished.
+    class State(TypedDict, total=False):
+        reply: str
+
+    async def thinker(state: State) -> dict[str, Any]:
+        return {"reply": "kept", "self_trigger": True}
+
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(State)
+    graph.add_node("thinker", thinker)
+    graph.add_edge(START, "thinker")
+    graph.add_edge("thinker", END)
+    result = await graph.compile().ainvoke({})
+    assert result == {"reply": "kept"}  # no error, and the self-trigger is gone
+
+
+async def test_novaberg_graph_raises_on_a_write_to_an_undeclared_channel() -> None:
+    async def thinker(state: Any, ctx: Any) -> dict[str, Any]:
+        return {"reply": "kept", "self_trigger": True}
+
+    graph = build_turn_graph([Stage("thinker", thinker)])
+    with pytest.raises(UndeclaredChannelWrite) as info:
+        await graph.ainvoke({}, config={"configurable": {"turn": FakeCtx()}})
+    assert "'self_trigger'" in str(info.value) and "thinker" in str(info.value)
+
+
+async def test_declared_channels_pass_and_events_accumulate() -> None:
+    async def one(state: Any, ctx: Any) -> dict[str, Any]:
+        return {"events": [{"type": "a"}]}
+
+    async def two(state: Any, ctx: Any) -> dict[str, Any]:
+        return {"events": [{"type": "b"}], "reply": "done"}
+
+    ctx = FakeCtx()
+    result = await build_turn_graph([Stage("one", one), Stage("two", two)]).ainvoke(
+        {"events": []}, config={"configurable": {"turn": ctx}})
+    assert result["events"] == [{"type": "a"}, {"type": "b"}]
+    assert ctx.trace.nodes == ["one", "two"]
+
+
+async def test_conditional_stages_are_skipped_when_their_condition_is_false() -> None:
+    async def mark(name: str) -> Any:
+        async def node(state: Any, ctx: Any) -> dict[str, Any]:
+            return {"events": [{"type": name}]}
+        return node
+
+    stages = [
+        Stage("responder", await mark("responder")),
+        Stage("thinker", await mark("thinker"), when=lambda s: bool(s.get("router", {}).get("needs_check"))),
+        Stage("tribunal", await mark("tribunal"), when=lambda s: False),
+        Stage("salience", await mark("salience")),
+    ]
+    graph = build_turn_graph(stages)
+    checked = await graph.ainvoke({"events": [], "router": {"needs_check": True}},
+                                  config={"configurable": {"turn": FakeCtx()}})
+    plain = await graph.ainvoke({"events": [], "router": {"needs_check": False}},
+                                config={"configurable": {"turn": FakeCtx()}})
+    assert [e["type"] for e in checked["events"]] == ["responder", "thinker", "salience"]
+    assert [e["type"] for e in plain["events"]] == ["responder", "salience"]
+
+
+def test_a_node_must_return_a_mapping() -> None:
+    with pytest.raises(GraphError, match="expected a dict"):
+        check_writes("router", ["not", "a", "dict"])

@@ -1,0 +1,211 @@
+"""One turn end to end through the real engine, graph, queue, backend and database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from novaberg.config import Settings
+from novaberg.engine import Engine
+from novaberg.errors import BackendTimeout, ModelOutputError, UsageError
+from novaberg.testing import OllamaTestServer, Reply
+
+CONTRACT_KEYS = {"reply", "turn_id", "conversation_id", "followups", "calls", "thinker",
+                 "tribunal", "salience", "events"}
+CALL_KEYS = {"caller", "backend", "model", "think", "content_len", "thinking_len", "eval_count",
+             "tool_calls", "outcome", "ms"}
+
+
+def salient(summary: str, score: float = 0.9) -> Reply:
+    return Reply(content=json.dumps({"score": score, "summary": summary}))
+
+
+async def test_a_turn_produces_the_contract_json_with_one_record_per_call(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("router", Reply(content='{"intent": "smalltalk", "tone": "warm", "needs_check": false}'))
+    server.script("responder", Reply(content="Hallo! Schön, dich zu sehen."))
+    server.script("salience", salient("", 0.1))
+    result = await engine.run_turn("Hallo Nova")
+    out = result.contract_json()
+    assert set(out) == CONTRACT_KEYS
+    assert out["reply"] == "Hallo! Schön, dich zu sehen."
+    assert [c["caller"] for c in out["calls"]] == ["router", "responder", "salience"]
+    assert all(CALL_KEYS <= set(c) for c in out["calls"])
+    assert all(c["outcome"] == "ok" and c["backend"] == "ollama" for c in out["calls"])
+    assert out["thinker"] is None and out["tribunal"] is None
+    assert out["salience"] == {"score": 0.1, "stored": False}
+    assert out["followups"] == [] and out["events"] == []
+    stored = engine.db.calls_of(result.turn_id)
+    assert [c["caller"] for c in stored] == ["router", "responder", "salience"]
+    assert engine.db.turn(result.turn_id)["status"] == "done"
+
+
+async def test_every_structured_call_is_sent_without_thinking(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    await engine.run_turn("Hallo Nova")
+    chats = server.requests("/api/chat")
+    assert [r.body["think"] for r in chats] == [False, False, False]
+    assert "format" in chats[0].body and "format" in chats[2].body
+
+
+async def test_router_sees_only_the_raw_message(engine: Engine, server: OllamaTestServer) -> None:
+    server.script("salience", salient("The user's cat is called Miso."))
+    await engine.run_turn("My cat is called Miso.")
+    await engine.run_turn("What do you remember?")
+    router_prompt = json.dumps(server.requests("/api/chat", caller="router")[-1].body["messages"])
+    responder_prompt = json.dumps(server.requests("/api/chat", caller="responder")[-1].body["messages"])
+    assert "Miso" not in router_prompt.replace("What do you remember?", "")
+    assert "The user's cat is called Miso." in responder_prompt
+
+
+async def test_a_salient_message_is_remembered_and_used_in_the_next_process(
+    settings: Settings, server: OllamaTestServer
+) -> None:
+    server.script("salience", salient("The user's name is Ada and she sails."))
+    first = await Engine.open(settings)
+    result = await first.run_turn("I'm Ada and I love sailing.")
+    await first.aclose()
+    assert result.contract_json()["salience"] == {"score": 0.9, "stored": True}
+
+    second = await Engine.open(settings)  # a fresh engine on the same NOVABERG_HOME
+    try:
+        await second.run_turn("Do you know me?")
+    finally:
+        await second.aclose()
+    prompt = json.dumps(server.requests("/api/chat", caller="responder")[-1].body["messages"])
+    assert "The user's name is Ada and she sails." in prompt
+
+
+async def test_conversation_history_reaches_the_responder(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="Nice to meet you, Ada."))
+    first = await engine.run_turn("I'm Ada.")
+    await engine.run_turn("And what's my name?", conversation_id=first.conversation_id)
+    messages = server.requests("/api/chat", caller="responder")[-1].body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2]["content"] == "Nice to meet you, Ada."
+
+
+async def test_malformed_router_json_is_retried_once_then_a_safe_default(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("router", Reply(content="I think it's smalltalk"), Reply(content="{broken"))
+    result = await engine.run_turn("Hallo")
+    routers = [c for c in result.trace.calls if c.caller == "router"]
+    assert [c.outcome for c in routers] == ["malformed", "malformed"]
+    assert result.state["router"]["default"] is True
+    assert result.reply  # the turn went on
+
+
+async def test_malformed_router_json_recovered_by_the_retry(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("router", Reply(content="nope"),
+                  Reply(content='{"intent": "question", "tone": "neutral", "needs_check": true}'))
+    result = await engine.run_turn("Wie hoch ist die Zugspitze?")
+    assert [c.outcome for c in result.trace.calls if c.caller == "router"] == ["malformed", "ok"]
+    assert result.state["router"]["needs_check"] is True
+
+
+async def test_malformed_salience_stores_nothing_and_says_so(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("salience", Reply(content="very important!"), Reply(content='{"score": 7}'))
+    result = await engine.run_turn("I got married today!")
+    assert result.contract_json()["salience"] == {"score": None, "stored": False}
+    assert engine.db.recent_memories("default", 10) == []
+
+
+async def test_empty_answers_fail_the_turn_cleanly(engine: Engine, server: OllamaTestServer) -> None:
+    server.script("responder", Reply(content=""), Reply(content=""))
+    with pytest.raises(ModelOutputError, match="empty answer twice"):
+        await engine.run_turn("Hallo")
+    turn = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+    assert turn["status"] == "failed" and turn["user_text"] == "Hallo"  # the message is kept
+    assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    outcomes = [c["outcome"] for c in engine.db.calls_of(turn["id"])]
+    assert outcomes == ["ok", "empty_answer", "empty_answer"]
+
+
+async def test_a_cut_stream_is_retried_and_the_turn_completes(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply.cut_stream("Half an ans", after_chunks=1),
+                  Reply(content="A whole answer."))
+    result = await engine.run_turn("Hallo")
+    assert result.reply == "A whole answer."
+    assert [c.outcome for c in result.trace.calls if c.caller == "responder"] == ["error", "ok"]
+
+
+async def test_a_timeout_fails_the_turn_and_is_recorded(
+    settings: Settings, server: OllamaTestServer
+) -> None:
+    settings.timeouts.first_token_s = 0.2
+    engine = await Engine.open(settings)
+    server.standing("responder", Reply(content="too late", delay_s=1.0))
+    try:
+        with pytest.raises(BackendTimeout):
+            await engine.run_turn("Hallo")
+        turn = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+        assert turn["status"] == "failed" and "did not answer in time" in turn["error"]
+        assert engine.db.calls_of(turn["id"])[-1]["outcome"] == "timeout"
+        assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    finally:
+        await engine.aclose()
+
+
+async def test_an_aborted_turn_is_recorded_and_the_next_turn_works(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="never finished", delay_s=5))
+    task = asyncio.create_task(engine.run_turn("Erzähl mir was"))
+    while not server.requests("/api/chat", caller="responder"):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    aborted = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+    assert aborted["status"] == "aborted"
+    assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    assert engine.db.calls_of(aborted["id"])[-1]["error"].startswith("cancelled")
+
+    server.script("responder", Reply(content="Here I am."))
+    result = await engine.run_turn("Hallo?", conversation_id=aborted["conversation_id"])
+    assert result.reply == "Here I am."
+    messages = server.requests("/api/chat", caller="responder")[-1].body["messages"]
+    assert "Erzähl mir was" not in json.dumps(messages)  # the aborted turn is not history
+
+
+@pytest.mark.parametrize("text", ["", "   \n ", "x" * 8001, "nul\x00byte"])
+async def test_empty_oversized_or_binary_messages_are_usage_errors(
+    engine: Engine, server: OllamaTestServer, text: str
+) -> None:
+    with pytest.raises(UsageError):
+        await engine.run_turn(text)
+    assert server.requests("/api/chat") == []
+    assert engine.db.conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == 0
+
+
+async def test_a_conversation_of_another_user_is_refused(
+    engine: Engine, settings: Settings
+) -> None:
+    other = engine.db.new_conversation("someone-else")
+    with pytest.raises(UsageError, match="another user"):
+        await engine.run_turn("Hallo", conversation_id=other)
+
+
+async def test_german_prompts_when_language_is_de(settings: Settings, server: OllamaTestServer) -> None:
+    settings.language = "de"
+    engine = await Engine.open(settings)
+    try:
+        await engine.run_turn("Hallo Nova")
+    finally:
+        await engine.aclose()
+    salience_prompt = server.requests("/api/chat", caller="salience")[0].body["messages"][1]["content"]
+    assert salience_prompt.index("=== LAGEBILD") < salience_prompt.index("=== BEWERTUNGSOBJEKT")
+    assert salience_prompt.rstrip().endswith("User: Hallo Nova")  # the subject comes last
