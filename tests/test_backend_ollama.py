@@ -21,8 +21,16 @@ from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import closed_port_url
 
 MSG = [{"role": "user", "content": "hi"}]
-TOOLS = [{"type": "function", "function": {"name": "web_search", "description": "search",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 @pytest.fixture

@@ -15,8 +15,16 @@ from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import closed_port_url
 
 MSG = [{"role": "user", "content": "hi"}]
-TOOLS = [{"type": "function", "function": {"name": "web_search", "description": "search",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 @pytest.fixture
@@ -30,8 +38,10 @@ async def backend(server: OllamaTestServer) -> AsyncIterator[OpenAICompatBackend
 async def test_reasoning_lands_in_thinking_whatever_its_shape(
     backend: OpenAICompatBackend, server: OllamaTestServer, style: str
 ) -> None:
-    server.script("thinker", Reply(content="The answer is 4.", thinking="two plus two is four",
-                                   reasoning_style=style))  # type: ignore[arg-type]
+    server.script(
+        "thinker",
+        Reply(content="The answer is 4.", thinking="two plus two is four", reasoning_style=style),
+    )  # type: ignore[arg-type]
     pieces: list[str] = []
     response = await backend.chat(ChatRequest(caller="thinker", messages=MSG), pieces.append)
     assert response.thinking == "two plus two is four"
@@ -55,7 +65,9 @@ async def test_streamed_tool_calls_are_assembled(
 ) -> None:
     server.script("thinker", Reply.dropped_tool_call("web_search", {"query": "Berlin"}))
     response = await backend.chat(ChatRequest(caller="thinker", messages=MSG, tools=TOOLS))
-    assert [(c.name, c.arguments) for c in response.tool_calls] == [("web_search", {"query": "Berlin"})]
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [
+        ("web_search", {"query": "Berlin"})
+    ]
 
 
 async def test_cut_stream_is_a_failed_call(

@@ -39,7 +39,10 @@ async def test_fallback_answers_when_primary_is_down_then_primary_rests(
         result = await queue.submit(ChatRequest(caller="responder", messages=MSG), trace=trace)
         assert result.response.backend == "openai"
         assert [(c.backend, c.outcome) for c in trace.calls] == [
-            ("ollama", "error"), ("ollama", "error"), ("openai", "ok")]
+            ("ollama", "error"),
+            ("ollama", "error"),
+            ("openai", "ok"),
+        ]
         assert trace.answered_by() == "openai/qwen3:4b"
 
         second = Trace()

@@ -58,7 +58,8 @@ async def test_declared_channels_pass_and_events_accumulate() -> None:
 
     ctx = FakeCtx()
     result = await build_turn_graph([Stage("one", one), Stage("two", two)]).ainvoke(
-        {"events": []}, config={"configurable": {"turn": ctx}})
+        {"events": []}, config={"configurable": {"turn": ctx}}
+    )
     assert result["events"] == [{"type": "a"}, {"type": "b"}]
     assert ctx.trace.nodes == ["one", "two"]
 
@@ -67,19 +68,28 @@ async def test_conditional_stages_are_skipped_when_their_condition_is_false() ->
     async def mark(name: str) -> Any:
         async def node(state: Any, ctx: Any) -> dict[str, Any]:
             return {"events": [{"type": name}]}
+
         return node
 
     stages = [
         Stage("responder", await mark("responder")),
-        Stage("thinker", await mark("thinker"), when=lambda s: bool(s.get("router", {}).get("needs_check"))),
+        Stage(
+            "thinker",
+            await mark("thinker"),
+            when=lambda s: bool(s.get("router", {}).get("needs_check")),
+        ),
         Stage("tribunal", await mark("tribunal"), when=lambda s: False),
         Stage("salience", await mark("salience")),
     ]
     graph = build_turn_graph(stages)
-    checked = await graph.ainvoke({"events": [], "router": {"needs_check": True}},
-                                  config={"configurable": {"turn": FakeCtx()}})
-    plain = await graph.ainvoke({"events": [], "router": {"needs_check": False}},
-                                config={"configurable": {"turn": FakeCtx()}})
+    checked = await graph.ainvoke(
+        {"events": [], "router": {"needs_check": True}},
+        config={"configurable": {"turn": FakeCtx()}},
+    )
+    plain = await graph.ainvoke(
+        {"events": [], "router": {"needs_check": False}},
+        config={"configurable": {"turn": FakeCtx()}},
+    )
     assert [e["type"] for e in checked["events"]] == ["responder", "thinker", "salience"]
     assert [e["type"] for e in plain["events"]] == ["responder", "salience"]
 

@@ -11,8 +11,16 @@ import pytest
 
 from novaberg.testing import OllamaTestServer, Reply
 
-TOOLS = [{"type": "function", "function": {"name": "web_search", "description": "search",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 _open: list[ollama.Client] = []
@@ -49,17 +57,24 @@ def test_embed_returns_one_vector_per_input(server: OllamaTestServer) -> None:
 
 def test_chat_streams_pieces_and_ends_with_metrics(server: OllamaTestServer) -> None:
     server.script("test", Reply(content="Hello there, this is a longer streamed answer."))
-    parts = list(client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "hi"}],
-                                     stream=True, think=False))
+    parts = list(
+        client(server).chat(
+            model="qwen3:4b", messages=[{"role": "user", "content": "hi"}], stream=True, think=False
+        )
+    )
     assert len(parts) > 2
-    assert "".join(p.message.content for p in parts) == "Hello there, this is a longer streamed answer."
+    assert (
+        "".join(p.message.content for p in parts)
+        == "Hello there, this is a longer streamed answer."
+    )
     assert parts[-1].done and parts[-1].eval_count and parts[-1].done_reason == "stop"
 
 
 def test_chat_without_streaming_returns_one_object(server: OllamaTestServer) -> None:
     server.script("test", Reply(content="whole", thinking="hmm"))
-    result = client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "x"}],
-                                 think=True)
+    result = client(server).chat(
+        model="qwen3:4b", messages=[{"role": "user", "content": "x"}], think=True
+    )
     assert result.message.content == "whole"
     assert result.message.thinking == "hmm"
 
@@ -68,8 +83,14 @@ def test_scripts_are_per_caller(server: OllamaTestServer) -> None:
     server.script("router", Reply(content="for the router"))
     server.script("responder", Reply(content="for the responder"))
     msg = [{"role": "user", "content": "x"}]
-    assert client(server, "responder").chat(model="qwen3:4b", messages=msg).message.content == "for the responder"
-    assert client(server, "router").chat(model="qwen3:4b", messages=msg).message.content == "for the router"
+    assert (
+        client(server, "responder").chat(model="qwen3:4b", messages=msg).message.content
+        == "for the responder"
+    )
+    assert (
+        client(server, "router").chat(model="qwen3:4b", messages=msg).message.content
+        == "for the router"
+    )
     assert [r.caller for r in server.requests("/api/chat")] == ["responder", "router"]
 
 
@@ -82,9 +103,11 @@ def test_thinking_model_thinks_when_think_is_omitted(server: OllamaTestServer) -
 
 
 def test_everything_in_thinking_with_and_without_control_line(server: OllamaTestServer) -> None:
-    server.script("test",
-                  Reply.thinking_swallowed_answer("I checked it.", control_line="RESULT: OK"),
-                  Reply.thinking_swallowed_answer("I checked it, the draft is wrong."))
+    server.script(
+        "test",
+        Reply.thinking_swallowed_answer("I checked it.", control_line="RESULT: OK"),
+        Reply.thinking_swallowed_answer("I checked it, the draft is wrong."),
+    )
     msg = [{"role": "user", "content": "x"}]
     case1 = client(server).chat(model="qwen3:4b", messages=msg, think=True)
     case2 = client(server).chat(model="qwen3:4b", messages=msg, think=True)
@@ -92,8 +115,12 @@ def test_everything_in_thinking_with_and_without_control_line(server: OllamaTest
     assert case2.message.content == "" and "RESULT" not in case2.message.thinking
 
 
-def test_tool_call_to_undeclared_name_vanishes_into_an_empty_answer(server: OllamaTestServer) -> None:
-    server.script("test", Reply.dropped_tool_call("timeline"), Reply.dropped_tool_call("web_search"))
+def test_tool_call_to_undeclared_name_vanishes_into_an_empty_answer(
+    server: OllamaTestServer,
+) -> None:
+    server.script(
+        "test", Reply.dropped_tool_call("timeline"), Reply.dropped_tool_call("web_search")
+    )
     msg = [{"role": "user", "content": "x"}]
     dropped = client(server).chat(model="qwen3:4b", messages=msg, tools=TOOLS, think=False)
     assert dropped.message.content == "" and not dropped.message.tool_calls
@@ -126,8 +153,9 @@ def test_unknown_model_is_404_and_capability_misuse_is_400(server: OllamaTestSer
 
 def test_error_line_mid_stream_raises_with_status_minus_one(server: OllamaTestServer) -> None:
     server.script("test", Reply.error_mid_stream("partial answer that goes on", after_chunks=1))
-    stream = client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "x"}],
-                                 stream=True, think=False)
+    stream = client(server).chat(
+        model="qwen3:4b", messages=[{"role": "user", "content": "x"}], stream=True, think=False
+    )
     with pytest.raises(ollama.ResponseError) as info:
         list(stream)
     assert info.value.status_code == -1
@@ -135,22 +163,30 @@ def test_error_line_mid_stream_raises_with_status_minus_one(server: OllamaTestSe
 
 def test_cut_stream_has_no_done_chunk(server: OllamaTestServer) -> None:
     server.script("test", Reply.cut_stream("an answer that is cut short", after_chunks=1))
-    parts = list(client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "x"}],
-                                     stream=True, think=False))
+    parts = list(
+        client(server).chat(
+            model="qwen3:4b", messages=[{"role": "user", "content": "x"}], stream=True, think=False
+        )
+    )
     assert parts and not any(p.done for p in parts)
 
 
 def test_unscripted_json_request_gets_valid_json_for_its_schema(server: OllamaTestServer) -> None:
-    schema = {"type": "object", "properties": {"vote": {"enum": ["ok", "revise"]},
-                                               "reason": {"type": "string"}}}
-    result = client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "x"}],
-                                 format=schema, think=False)
+    schema = {
+        "type": "object",
+        "properties": {"vote": {"enum": ["ok", "revise"]}, "reason": {"type": "string"}},
+    }
+    result = client(server).chat(
+        model="qwen3:4b", messages=[{"role": "user", "content": "x"}], format=schema, think=False
+    )
     assert json.loads(result.message.content) == {"vote": "ok", "reason": "ok"}
 
 
 def test_scripting_over_http_for_other_processes(server: OllamaTestServer) -> None:
-    httpx.post(server.url + "/_novaberg/script",
-               json={"caller": "test", "replies": [{"content": "scripted over HTTP"}]})
+    httpx.post(
+        server.url + "/_novaberg/script",
+        json={"caller": "test", "replies": [{"content": "scripted over HTTP"}]},
+    )
     result = client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "x"}])
     assert result.message.content == "scripted over HTTP"
     seen = httpx.get(server.url + "/_novaberg/requests").json()
@@ -158,11 +194,15 @@ def test_scripting_over_http_for_other_processes(server: OllamaTestServer) -> No
 
 
 @pytest.mark.parametrize("style", ["reasoning", "reasoning_content", "think_tags"])
-def test_openai_endpoint_returns_reasoning_in_each_shape(server: OllamaTestServer, style: str) -> None:
+def test_openai_endpoint_returns_reasoning_in_each_shape(
+    server: OllamaTestServer, style: str
+) -> None:
     server.script("test", Reply(content="answer", thinking="thoughts", reasoning_style=style))  # type: ignore[arg-type]
-    body = httpx.post(server.url + "/v1/chat/completions",
-                      headers={"X-Novaberg-Caller": "test"},
-                      json={"model": "qwen3:4b", "messages": [{"role": "user", "content": "x"}]}).json()
+    body = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers={"X-Novaberg-Caller": "test"},
+        json={"model": "qwen3:4b", "messages": [{"role": "user", "content": "x"}]},
+    ).json()
     message = body["choices"][0]["message"]
     if style == "think_tags":
         assert message["content"] == "<think>thoughts</think>\nanswer"
@@ -172,12 +212,17 @@ def test_openai_endpoint_returns_reasoning_in_each_shape(server: OllamaTestServe
 
 def test_openai_endpoint_streams_server_sent_events(server: OllamaTestServer) -> None:
     server.script("test", Reply(content="streamed answer here"))
-    with httpx.stream("POST", server.url + "/v1/chat/completions",
-                      headers={"X-Novaberg-Caller": "test"},
-                      json={"model": "qwen3:4b", "stream": True,
-                            "messages": [{"role": "user", "content": "x"}]}) as response:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        headers={"X-Novaberg-Caller": "test"},
+        json={"model": "qwen3:4b", "stream": True, "messages": [{"role": "user", "content": "x"}]},
+    ) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data:")]
     assert lines[-1] == "data: [DONE]"
-    text = "".join(json.loads(line[5:])["choices"][0]["delta"].get("content", "")
-                   for line in lines[:-1] if json.loads(line[5:])["choices"])
+    text = "".join(
+        json.loads(line[5:])["choices"][0]["delta"].get("content", "")
+        for line in lines[:-1]
+        if json.loads(line[5:])["choices"]
+    )
     assert text == "streamed answer here"

@@ -28,8 +28,11 @@ async def backend(server: OllamaTestServer) -> AsyncIterator[OllamaBackend]:
 
 
 def make_queue(backend: OllamaBackend, limit: int = 2, attempts: int = 3) -> ModelQueue:
-    return ModelQueue(BackendChain([backend], cooldown_s=30), {"ollama": limit},
-                      Retries(attempts=attempts, backoff_s=0.01))
+    return ModelQueue(
+        BackendChain([backend], cooldown_s=30),
+        {"ollama": limit},
+        Retries(attempts=attempts, backoff_s=0.01),
+    )
 
 
 async def test_503_then_success_is_retried_and_each_request_recorded(
@@ -37,19 +40,24 @@ async def test_503_then_success_is_retried_and_each_request_recorded(
 ) -> None:
     server.script("router", Reply.http_error(503), Reply.http_error(500), Reply(content="fine"))
     trace = Trace()
-    result = await make_queue(backend).submit(ChatRequest(caller="router", messages=MSG), trace=trace)
+    result = await make_queue(backend).submit(
+        ChatRequest(caller="router", messages=MSG), trace=trace
+    )
     assert result.response.content == "fine"
     assert [c.outcome for c in trace.calls] == ["error", "error", "ok"]
     assert [c.attempt for c in trace.calls] == [1, 2, 3]
-    assert [r.caller for r in server.requests("/api/chat")] == ["router"] * 3  # retries keep the caller
+    assert [r.caller for r in server.requests("/api/chat")] == [
+        "router"
+    ] * 3  # retries keep the caller
 
 
 async def test_retries_are_bounded(backend: OllamaBackend, server: OllamaTestServer) -> None:
     server.standing("router", Reply.http_error(503))
     trace = Trace()
     with pytest.raises(BackendHTTPError):
-        await make_queue(backend, attempts=3).submit(ChatRequest(caller="router", messages=MSG),
-                                                     trace=trace)
+        await make_queue(backend, attempts=3).submit(
+            ChatRequest(caller="router", messages=MSG), trace=trace
+        )
     assert len(server.requests("/api/chat")) == 3
     assert len(trace.calls) == 3
 
@@ -59,7 +67,9 @@ async def test_client_errors_are_not_retried(server: OllamaTestServer) -> None:
     trace = Trace()
     try:
         with pytest.raises(ModelNotFound):
-            await make_queue(missing).submit(ChatRequest(caller="router", messages=MSG), trace=trace)
+            await make_queue(missing).submit(
+                ChatRequest(caller="router", messages=MSG), trace=trace
+            )
     finally:
         await missing.aclose()
     assert len(trace.calls) == 1 and trace.calls[0].outcome == "error"
@@ -68,13 +78,17 @@ async def test_client_errors_are_not_retried(server: OllamaTestServer) -> None:
 async def test_no_retry_after_a_token_was_passed_on(
     backend: OllamaBackend, server: OllamaTestServer
 ) -> None:
-    server.script("responder", Reply.error_mid_stream("the first part streams out", after_chunks=1),
-                  Reply(content="a second answer the user must not see glued on"))
+    server.script(
+        "responder",
+        Reply.error_mid_stream("the first part streams out", after_chunks=1),
+        Reply(content="a second answer the user must not see glued on"),
+    )
     seen: list[str] = []
     trace = Trace()
     with pytest.raises(BackendHTTPError):
-        await make_queue(backend).submit(ChatRequest(caller="responder", messages=MSG),
-                                         trace=trace, on_token=seen.append)
+        await make_queue(backend).submit(
+            ChatRequest(caller="responder", messages=MSG), trace=trace, on_token=seen.append
+        )
     assert seen and len(server.requests("/api/chat")) == 1
     assert server.pending() == {"responder": 1}
 
@@ -82,11 +96,15 @@ async def test_no_retry_after_a_token_was_passed_on(
 async def test_same_failure_without_streaming_is_retried(
     backend: OllamaBackend, server: OllamaTestServer
 ) -> None:
-    server.script("responder", Reply.error_mid_stream("the first part", after_chunks=1),
-                  Reply(content="complete answer"))
+    server.script(
+        "responder",
+        Reply.error_mid_stream("the first part", after_chunks=1),
+        Reply(content="complete answer"),
+    )
     trace = Trace()
-    result = await make_queue(backend).submit(ChatRequest(caller="responder", messages=MSG),
-                                              trace=trace)
+    result = await make_queue(backend).submit(
+        ChatRequest(caller="responder", messages=MSG), trace=trace
+    )
     assert result.response.content == "complete answer"
     assert [c.outcome for c in trace.calls] == ["error", "ok"]
 
@@ -98,8 +116,9 @@ async def test_timeout_is_recorded_as_timeout(server: OllamaTestServer) -> None:
     trace = Trace()
     try:
         with pytest.raises(Exception):  # noqa: B017 - the class is checked through the record
-            await make_queue(slow, attempts=1).submit(ChatRequest(caller="router", messages=MSG),
-                                                      trace=trace)
+            await make_queue(slow, attempts=1).submit(
+                ChatRequest(caller="router", messages=MSG), trace=trace
+            )
     finally:
         await slow.aclose()
     assert trace.calls[0].outcome == "timeout"
@@ -111,15 +130,27 @@ async def test_foreground_jobs_overtake_waiting_background_jobs(
     queue = make_queue(backend, limit=1)
     server.script("first", Reply(content="holds the only slot", delay_s=0.3))
     trace = Trace()
-    first = asyncio.create_task(queue.submit(ChatRequest(caller="first", messages=MSG), trace=trace))
+    first = asyncio.create_task(
+        queue.submit(ChatRequest(caller="first", messages=MSG), trace=trace)
+    )
     await asyncio.sleep(0.1)
-    background = asyncio.create_task(queue.submit(
-        ChatRequest(caller="consolidation", messages=MSG), trace=trace, priority=BACKGROUND))
+    background = asyncio.create_task(
+        queue.submit(
+            ChatRequest(caller="consolidation", messages=MSG), trace=trace, priority=BACKGROUND
+        )
+    )
     await asyncio.sleep(0.02)
-    foreground = asyncio.create_task(queue.submit(
-        ChatRequest(caller="responder", messages=MSG), trace=trace, priority=FOREGROUND))
+    foreground = asyncio.create_task(
+        queue.submit(
+            ChatRequest(caller="responder", messages=MSG), trace=trace, priority=FOREGROUND
+        )
+    )
     await asyncio.gather(first, background, foreground)
-    assert [r.caller for r in server.requests("/api/chat")] == ["first", "responder", "consolidation"]
+    assert [r.caller for r in server.requests("/api/chat")] == [
+        "first",
+        "responder",
+        "consolidation",
+    ]
     waits = {c.caller: c.queue_wait_ms for c in trace.calls}
     assert waits["consolidation"] > waits["responder"] > 100
 
@@ -130,12 +161,13 @@ async def test_per_backend_concurrency_limit_is_respected(
     queue = make_queue(backend, limit=2)
     server.set_delay(0.2)
     trace = Trace()
-    await asyncio.gather(*(queue.submit(ChatRequest(caller=f"job{i}", messages=MSG), trace=trace)
-                           for i in range(5)))
+    await asyncio.gather(
+        *(queue.submit(ChatRequest(caller=f"job{i}", messages=MSG), trace=trace) for i in range(5))
+    )
     waits = sorted(c.queue_wait_ms for c in trace.calls)
-    assert waits[0] < 50 and waits[1] < 50          # two start at once
-    assert 150 < waits[2] and 150 < waits[3]        # two wait one round
-    assert waits[4] > 350                           # the fifth waits two rounds
+    assert waits[0] < 50 and waits[1] < 50  # two start at once
+    assert waits[2] > 150 and waits[3] > 150  # two wait one round
+    assert waits[4] > 350  # the fifth waits two rounds
 
 
 async def test_cancelled_waiter_gives_its_place_back(
@@ -144,9 +176,13 @@ async def test_cancelled_waiter_gives_its_place_back(
     queue = make_queue(backend, limit=1)
     server.script("first", Reply(content="slow", delay_s=0.2))
     trace = Trace()
-    first = asyncio.create_task(queue.submit(ChatRequest(caller="first", messages=MSG), trace=trace))
+    first = asyncio.create_task(
+        queue.submit(ChatRequest(caller="first", messages=MSG), trace=trace)
+    )
     await asyncio.sleep(0.05)
-    waiting = asyncio.create_task(queue.submit(ChatRequest(caller="gone", messages=MSG), trace=trace))
+    waiting = asyncio.create_task(
+        queue.submit(ChatRequest(caller="gone", messages=MSG), trace=trace)
+    )
     await asyncio.sleep(0.02)
     waiting.cancel()
     await first

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic import field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from novaberg.errors import ConfigError
@@ -36,7 +43,9 @@ class Timeouts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     connect_s: float = Field(5.0, gt=0, description="opening the connection")
-    first_token_s: float = Field(120.0, gt=0, description="from request to the first streamed chunk")
+    first_token_s: float = Field(
+        120.0, gt=0, description="from request to the first streamed chunk"
+    )
     total_s: float = Field(600.0, gt=0, description="a whole call, streaming included")
 
 
@@ -128,7 +137,7 @@ class Settings(BaseSettings):
 class LoadedSettings:
     settings: Settings
     origins: dict[str, str]
-    """Dotted setting name -> where its value came from (``env NAME``, ``file PATH``, ``default``)."""
+    """Dotted setting name -> origin: ``env NAME``, ``file PATH`` or ``default``."""
 
 
 def env_name(dotted: str) -> str:

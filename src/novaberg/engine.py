@@ -9,35 +9,50 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from novaberg.backends.base import TokenCallback
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
-from novaberg.backends.base import TokenCallback
 from novaberg.config import Settings
 from novaberg.errors import NovabergError, UsageError
-from novaberg.graph.build import Stage, build_turn_graph
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import ProgressCallback, TurnContext
-from novaberg.nodes.enricher import enricher
-from novaberg.nodes.memory_write import memory_write
-from novaberg.nodes.responder import responder
-from novaberg.nodes.router import router
-from novaberg.nodes.salience import salience
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import ModelQueue
 from novaberg.storage.db import Database
 from novaberg.telemetry import Trace
+from novaberg.validation import validate_message
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
 
 log = logging.getLogger("novaberg")
+__all__ = ["Engine", "TurnResult", "compile_turn_graph", "validate_message"]
 
-STAGES = (
-    Stage("router", router),
-    Stage("enricher", enricher),
-    Stage("responder", responder),
-    Stage("salience", salience),
-    Stage("memory_write", memory_write),
-)
+
+def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The turn graph: router → enricher → responder → salience → memory write.
+
+    Imported and compiled on demand: LangGraph takes about a second to import, which
+    :meth:`Engine.open` overlaps with its first backend request.
+    """
+    from novaberg.graph.build import Stage, build_turn_graph
+    from novaberg.nodes.enricher import enricher
+    from novaberg.nodes.memory_write import memory_write
+    from novaberg.nodes.responder import responder
+    from novaberg.nodes.router import router
+    from novaberg.nodes.salience import salience
+
+    return build_turn_graph(
+        [
+            Stage("router", router),
+            Stage("enricher", enricher),
+            Stage("responder", responder),
+            Stage("salience", salience),
+            Stage("memory_write", memory_write),
+        ]
+    )
 
 
 @dataclass
@@ -69,38 +84,52 @@ class TurnResult:
         }
 
 
-def validate_message(text: str, settings: Settings) -> str:
-    if "\x00" in text:
-        raise UsageError("The message contains a NUL byte; send plain text.")
-    stripped = text.strip()
-    if not stripped:
-        raise UsageError("The message is empty; type something for Nova to answer.")
-    if len(stripped) > settings.max_message_chars:
-        raise UsageError(
-            f"The message has {len(stripped)} characters; the limit is "
-            f"{settings.max_message_chars} (NOVABERG_MAX_MESSAGE_CHARS). Shorten it or raise "
-            "the limit."
-        )
-    return stripped
+async def _warm_up(chain: BackendChain) -> None:
+    """Read the primary's capabilities now, so the first call does not wait for them.
+
+    A failure here is not an error yet: the first real call reports it (and may fall back).
+    """
+    capabilities = getattr(chain.primary, "capabilities", None)
+    if capabilities is None:
+        return
+    try:
+        await capabilities()
+    except NovabergError:
+        return
 
 
 class Engine:
     """Runs turns for one user over one backend chain and one database."""
 
-    def __init__(self, settings: Settings, chain: BackendChain, db: Database) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        chain: BackendChain,
+        db: Database,
+        graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
+    ) -> None:
         self.settings = settings
         self.chain = chain
         self.db = db
         self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
         self.prompts = prompts_for(settings.language)
-        self.graph = build_turn_graph(STAGES)
+        self.graph = graph if graph is not None else compile_turn_graph()
         self.notices: list[str] = []
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
+        """Open the database, choose the backends and compile the graph, the last in a thread
+        while the first backend requests (auto-mode probe, capabilities) are in flight."""
+        compiling = asyncio.create_task(asyncio.to_thread(compile_turn_graph))
         notices: list[str] = []
-        chain = await build_chain(settings, notices)
-        engine = cls(settings, chain, Database(settings.db_path))
+        try:
+            chain = await build_chain(settings, notices)
+            await _warm_up(chain)
+            db = Database(settings.db_path)
+        except BaseException:
+            compiling.cancel()
+            raise
+        engine = cls(settings, chain, db, graph=await compiling)
         engine.notices = notices
         return engine
 
@@ -155,19 +184,21 @@ class Engine:
             "events": [],
         }
         try:
-            final: TurnState = await self.graph.ainvoke(
-                state, config={"configurable": {"turn": ctx}}
-            )
+            output = await self.graph.ainvoke(state, config={"configurable": {"turn": ctx}})
+            final = cast(TurnState, output)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            self.db.end_turn_unfinished(turn_id, "aborted", "interrupted by the user", ctx.trace.calls)
+            self.db.end_turn_unfinished(
+                turn_id, "aborted", "interrupted by the user", ctx.trace.calls
+            )
             log.info("turn %d aborted; nothing but its call records was stored", turn_id)
             raise
         except NovabergError as exc:
             self.db.end_turn_unfinished(turn_id, "failed", str(exc), ctx.trace.calls)
             raise
         except Exception as exc:
-            self.db.end_turn_unfinished(turn_id, "failed", f"{type(exc).__name__}: {exc}",
-                                        ctx.trace.calls)
+            self.db.end_turn_unfinished(
+                turn_id, "failed", f"{type(exc).__name__}: {exc}", ctx.trace.calls
+            )
             raise
         return self._store(final, ctx.trace, turn_id, conversation, message)
 

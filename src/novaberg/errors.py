@@ -4,7 +4,7 @@ Every error Novaberg raises on purpose derives from :class:`NovabergError`, and 
 message says what happened and what to do about it::
 
     NovabergError
-    ├── ConfigError                  an invalid setting (names the variable or file and the allowed values)
+    ├── ConfigError                  an invalid setting (names it and the allowed values)
     ├── UsageError                   bad input from the user (empty or oversized message, …)
     ├── BackendError                 a backend could not give an answer
     │   ├── BackendUnreachable       connection refused / DNS / reset (retryable)

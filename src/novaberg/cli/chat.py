@@ -114,12 +114,17 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             continue
         view = TurnView(console)
         try:
-            result = runner.run(engine.run_turn(
-                line, conversation_id=current, on_token=view.token, on_progress=view.progress))
+            result = runner.run(
+                engine.run_turn(
+                    line, conversation_id=current, on_token=view.token, on_progress=view.progress
+                )
+            )
         except KeyboardInterrupt:
             view.stop_status()
-            console.print("\n[yellow]Turn aborted: recorded as aborted, nothing half-stored. "
-                          "Go on whenever you like.[/]")
+            console.print(
+                "\n[yellow]Turn aborted: recorded as aborted, nothing half-stored. "
+                "Go on whenever you like.[/]"
+            )
             continue
         except NovabergError as exc:
             view.stop_status()

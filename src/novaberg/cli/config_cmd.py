@@ -25,9 +25,14 @@ def run_config(*, as_json: bool) -> None:
     loaded = guarded(load)
     values = _flat(loaded.settings)
     if as_json:
-        typer.echo(json.dumps(
-            {k: {"value": v, "origin": loaded.origins.get(k, "default")} for k, v in values.items()}
-        ))
+        typer.echo(
+            json.dumps(
+                {
+                    k: {"value": v, "origin": loaded.origins.get(k, "default")}
+                    for k, v in values.items()
+                }
+            )
+        )
         return
     table = Table(title=f"Novaberg settings (file: {loaded.settings.config_file})")
     table.add_column("setting")

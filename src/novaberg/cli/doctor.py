@@ -41,16 +41,23 @@ def run_doctor(*, as_json: bool) -> None:
         typer.echo(json.dumps(report))
     else:
         console = Console()
-        console.print(f"Backend mode: [bold]{report['mode']}[/] — would answer: "
-                      f"[bold]{report['would_answer']}[/]")
+        console.print(
+            f"Backend mode: [bold]{report['mode']}[/] — would answer: "
+            f"[bold]{report['would_answer']}[/]"
+        )
         for notice in report["notices"]:
             console.print(f"[yellow]notice:[/] {notice}", highlight=False)
         table = Table()
         for column in ("backend", "model", "reachable", "capabilities", "detail"):
             table.add_column(column)
         for b in report["backends"]:
-            table.add_row(b["name"], b["model"], "yes" if b["reachable"] else "[red]no[/]",
-                          ", ".join(b["capabilities"]), b["detail"])
+            table.add_row(
+                b["name"],
+                b["model"],
+                "yes" if b["reachable"] else "[red]no[/]",
+                ", ".join(b["capabilities"]),
+                b["detail"],
+            )
         console.print(table)
         if report["fixes"]:
             console.print("[bold]What to fix:[/]")

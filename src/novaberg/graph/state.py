@@ -46,7 +46,9 @@ class TurnState(TypedDict, total=False):
 DECLARED_CHANNELS: frozenset[str] = frozenset(TurnState.__annotations__)
 
 
-def check_writes(node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS) -> dict[str, Any]:
+def check_writes(
+    node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS
+) -> dict[str, Any]:
     """Return ``update`` if every key is a declared channel; raise otherwise."""
     if update is None:
         return {}
@@ -54,10 +56,10 @@ def check_writes(node: str, update: Any, declared: frozenset[str] = DECLARED_CHA
         raise GraphError(f"node '{node}' returned {type(update).__name__}, expected a dict")
     undeclared = sorted(set(update) - declared)
     if undeclared:
+        names = ", ".join(repr(k) for k in undeclared)
         raise UndeclaredChannelWrite(
-            f"node '{node}' wrote {', '.join(repr(k) for k in undeclared)}, which "
-            f"{'is not a declared channel' if len(undeclared) == 1 else 'are not declared channels'}"
-            " of the turn state. LangGraph would drop this write silently; declare the channel in "
-            "novaberg/graph/state.py (TurnState) or stop writing it."
+            f"node '{node}' wrote {names}: not declared in the turn state. LangGraph would drop "
+            "this write silently; declare the channel in novaberg/graph/state.py (TurnState) "
+            "or stop writing it."
         )
     return update

@@ -92,7 +92,8 @@ class Database:
     def migrate(self) -> list[str]:
         """Apply the migrations not applied yet; return their names."""
         self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS _migrations "
+            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
         )
         done = {r["name"] for r in self.conn.execute("SELECT name FROM _migrations")}
         applied = []
@@ -158,7 +159,16 @@ class Database:
             c.execute(
                 "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
                 "VALUES (?, ?, 'user', ?, ?), (?, ?, 'assistant', ?, ?)",
-                (conversation_id, turn_id, user_text, stamp, conversation_id, turn_id, reply, stamp),
+                (
+                    conversation_id,
+                    turn_id,
+                    user_text,
+                    stamp,
+                    conversation_id,
+                    turn_id,
+                    reply,
+                    stamp,
+                ),
             )
             memory_id = None
             if memory is not None:
@@ -169,7 +179,7 @@ class Database:
                     "ON CONFLICT (source_turn_id, kind) DO NOTHING",
                     (user_id, text, score, turn_id, stamp),
                 )
-                memory_id = int(cur.lastrowid) if cur.rowcount else None
+                memory_id = int(cur.lastrowid or 0) if cur.rowcount else None
             self._insert_calls(c, turn_id, calls)
             c.execute(
                 "UPDATE turns SET status = 'done', trace_json = ?, finished_at = ? WHERE id = ?",
@@ -197,9 +207,25 @@ class Database:
             "queue_wait_ms, attempt, error, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (turn_id, seq, r.caller, r.backend, r.model, int(r.think), r.content_len,
-                 r.thinking_len, r.eval_count, r.prompt_eval_count, r.tool_calls, r.outcome,
-                 r.ms, r.queue_wait_ms, r.attempt, r.error, stamp)
+                (
+                    turn_id,
+                    seq,
+                    r.caller,
+                    r.backend,
+                    r.model,
+                    int(r.think),
+                    r.content_len,
+                    r.thinking_len,
+                    r.eval_count,
+                    r.prompt_eval_count,
+                    r.tool_calls,
+                    r.outcome,
+                    r.ms,
+                    r.queue_wait_ms,
+                    r.attempt,
+                    r.error,
+                    stamp,
+                )
                 for seq, r in enumerate(calls, start=1)
             ],
         )
@@ -231,8 +257,10 @@ class Database:
             "WHERE user_id = ? ORDER BY id DESC LIMIT ?",
             (user_id, limit),
         )
-        return [Memory(r["id"], r["text"], r["score"], r["source_turn_id"], r["created_at"])
-                for r in rows]
+        return [
+            Memory(r["id"], r["text"], r["score"], r["source_turn_id"], r["created_at"])
+            for r in rows
+        ]
 
     # -- events ------------------------------------------------------------------------
     def events_of_turn(self, turn_id: int) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
 """Test helpers shipped to users: a real HTTP server speaking Ollama's protocol.
 
-    from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing import OllamaTestServer, Reply
 
-    with OllamaTestServer() as server:
-        server.script("responder", Reply(content="Hallo!"))
-        ...  # point OLLAMA_HOST at server.url
+with OllamaTestServer() as server:
+    server.script("responder", Reply(content="Hallo!"))
+    ...  # point OLLAMA_HOST at server.url
 """
 
 from novaberg.testing.ollama_server import ModelSpec, OllamaTestServer, RecordedRequest, Reply

@@ -31,6 +31,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from novaberg.testing.replies import ReasoningStyle, Reply, sample_for_schema
 
+__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "create_app"]
+
 CALLER_HEADER = "x-novaberg-caller"
 SERVER_VERSION = "0.13.0"
 
@@ -95,8 +97,11 @@ def create_app(state: ServerState) -> FastAPI:
         raw = await request.body()
         body = json.loads(raw) if raw else {}
         entry = RecordedRequest(
-            request.url.path, request.headers.get(CALLER_HEADER, ""), body,
-            dict(request.headers), time.time(),
+            request.url.path,
+            request.headers.get(CALLER_HEADER, ""),
+            body,
+            dict(request.headers),
+            time.time(),
         )
         with state.lock:
             state.requests.append(entry)
@@ -120,11 +125,16 @@ def create_app(state: ServerState) -> FastAPI:
         spec = state.models.get(body.get("model") or body.get("name") or "")
         if spec is None:
             return _error(404, f"model '{body.get('model')}' not found")
-        return JSONResponse({
-            "modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
-            "details": _details(spec), "model_info": {"general.architecture": spec.family},
-            "capabilities": list(spec.capabilities),
-        })
+        return JSONResponse(
+            {
+                "modelfile": "",
+                "parameters": "",
+                "template": "{{ .Prompt }}",
+                "details": _details(spec),
+                "model_info": {"general.architecture": spec.family},
+                "capabilities": list(spec.capabilities),
+            }
+        )
 
     @app.post("/api/embed")
     async def embed(request: Request) -> Response:
@@ -133,8 +143,14 @@ def create_app(state: ServerState) -> FastAPI:
             return _error(404, f"model '{body.get('model')}' not found")
         inputs = body.get("input", [])
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
-        return JSONResponse({"model": body["model"], "embeddings": [_vector(t) for t in texts],
-                             "total_duration": 1000, "prompt_eval_count": len(texts)})
+        return JSONResponse(
+            {
+                "model": body["model"],
+                "embeddings": [_vector(t) for t in texts],
+                "total_duration": 1000,
+                "prompt_eval_count": len(texts),
+            }
+        )
 
     @app.post("/api/chat")
     async def chat(request: Request) -> Response:
@@ -148,7 +164,7 @@ def create_app(state: ServerState) -> FastAPI:
             return _error(400, f'"{spec.name}" does not support thinking')
         tools = body.get("tools") or []
         if tools and "tools" not in spec.capabilities:
-            return _error(400, f'registry.ollama.ai/library/{spec.name} does not support tools')
+            return _error(400, f"registry.ollama.ai/library/{spec.name} does not support tools")
         reply = state.next_reply(caller) or _default_reply(body)
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
@@ -163,9 +179,13 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.get("/v1/models")
     async def v1_models() -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "owned_by": "novaberg-test"} for name in state.models
-        ]}
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "owned_by": "novaberg-test"}
+                for name in state.models
+            ],
+        }
 
     @app.post("/v1/chat/completions")
     async def v1_chat(request: Request) -> Response:
@@ -173,19 +193,29 @@ def create_app(state: ServerState) -> FastAPI:
         caller = request.headers.get(CALLER_HEADER, "")
         spec = state.models.get(body.get("model", ""))
         if spec is None:
-            return JSONResponse({"error": {"message": f"model '{body.get('model')}' not found",
-                                           "type": "api_error"}}, status_code=404)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"model '{body.get('model')}' not found",
+                        "type": "api_error",
+                    }
+                },
+                status_code=404,
+            )
         reply = state.next_reply(caller) or _default_reply(body)
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
-            return JSONResponse({"error": {"message": reply.error, "type": "api_error"}},
-                                status_code=reply.status)
+            return JSONResponse(
+                {"error": {"message": reply.error, "type": "api_error"}}, status_code=reply.status
+            )
         rendered = _render(reply, body.get("tools") or [], True, "")
         style = reply.reasoning_style or state.reasoning_style
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_openai_stream(spec.name, reply, rendered, style, usage),
-                                     media_type="text/event-stream")
+            return StreamingResponse(
+                _openai_stream(spec.name, reply, rendered, style, usage),
+                media_type="text/event-stream",
+            )
         return JSONResponse(_openai_whole(spec.name, reply, rendered, style))
 
     # -- control endpoints, for scripting a server running in another process -----------
@@ -221,14 +251,24 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _details(spec: ModelSpec) -> dict[str, Any]:
-    return {"format": "gguf", "family": spec.family, "families": [spec.family],
-            "parameter_size": spec.parameter_size, "quantization_level": "Q4_K_M"}
+    return {
+        "format": "gguf",
+        "family": spec.family,
+        "families": [spec.family],
+        "parameter_size": spec.parameter_size,
+        "quantization_level": "Q4_K_M",
+    }
 
 
 def _tag(spec: ModelSpec) -> dict[str, Any]:
-    return {"name": spec.name, "model": spec.name, "modified_at": "2026-01-01T00:00:00Z",
-            "size": 1_000_000, "digest": hashlib.sha256(spec.name.encode()).hexdigest(),
-            "details": _details(spec)}
+    return {
+        "name": spec.name,
+        "model": spec.name,
+        "modified_at": "2026-01-01T00:00:00Z",
+        "size": 1_000_000,
+        "digest": hashlib.sha256(spec.name.encode()).hexdigest(),
+        "details": _details(spec),
+    }
 
 
 def _vector(text: str, dims: int = 8) -> list[float]:
@@ -242,8 +282,14 @@ def _default_reply(body: dict[str, Any]) -> Reply:
         return Reply(content=json.dumps(sample_for_schema(schema)))
     if schema == "json":
         return Reply(content="{}")
-    last = next((m.get("content", "") for m in reversed(body.get("messages", []))
-                 if m.get("role") == "user"), "")
+    last = next(
+        (
+            m.get("content", "")
+            for m in reversed(body.get("messages", []))
+            if m.get("role") == "user"
+        ),
+        "",
+    )
     return Reply(content=f"(test server) You said: {str(last)[:200]}")
 
 
@@ -252,7 +298,9 @@ def _openai_schema(body: dict[str, Any]) -> Any:
     return (fmt.get("json_schema") or {}).get("schema")
 
 
-def _render(reply: Reply, tools: list[dict[str, Any]], thinks: bool, default_thinking: str) -> _Rendered:
+def _render(
+    reply: Reply, tools: list[dict[str, Any]], thinks: bool, default_thinking: str
+) -> _Rendered:
     declared = {(t.get("function") or {}).get("name") for t in tools}
     calls = [c for c in reply.tool_calls if c.get("name") in declared]
     thinking = (reply.thinking or default_thinking) if thinks else ""
@@ -272,16 +320,24 @@ def _ollama_final(model: str, reply: Reply, r: _Rendered, whole: bool) -> dict[s
     if whole and r.tool_calls:
         message["tool_calls"] = [_ollama_call(c, i) for i, c in enumerate(r.tool_calls)]
     return {
-        "model": model, "created_at": _now(), "message": message, "done": True,
-        "done_reason": reply.done_reason, "total_duration": 1_000_000, "load_duration": 10_000,
-        "prompt_eval_count": reply.prompt_eval_count, "prompt_eval_duration": 100_000,
-        "eval_count": r.eval_count, "eval_duration": 900_000,
+        "model": model,
+        "created_at": _now(),
+        "message": message,
+        "done": True,
+        "done_reason": reply.done_reason,
+        "total_duration": 1_000_000,
+        "load_duration": 10_000,
+        "prompt_eval_count": reply.prompt_eval_count,
+        "prompt_eval_duration": 100_000,
+        "eval_count": r.eval_count,
+        "eval_duration": 900_000,
     }
 
 
 def _ollama_call(call: dict[str, Any], index: int) -> dict[str, Any]:
-    return {"function": {"index": index, "name": call["name"],
-                         "arguments": call.get("arguments", {})}}
+    return {
+        "function": {"index": index, "name": call["name"], "arguments": call.get("arguments", {})}
+    }
 
 
 async def _ollama_stream(model: str, reply: Reply, r: _Rendered) -> AsyncIterator[bytes]:
@@ -318,8 +374,12 @@ def _openai_message(r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
             message[style] = r.thinking
     if r.tool_calls:
         message["tool_calls"] = [
-            {"index": i, "id": f"call_{i}", "type": "function",
-             "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
+            {
+                "index": i,
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
+            }
             for i, c in enumerate(r.tool_calls)
         ]
     return message
@@ -327,12 +387,22 @@ def _openai_message(r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
 
 def _openai_whole(model: str, reply: Reply, r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": _openai_message(r, style),
-                     "finish_reason": "tool_calls" if r.tool_calls else reply.done_reason}],
-        "usage": {"prompt_tokens": reply.prompt_eval_count, "completion_tokens": r.eval_count,
-                  "total_tokens": reply.prompt_eval_count + r.eval_count},
+        "choices": [
+            {
+                "index": 0,
+                "message": _openai_message(r, style),
+                "finish_reason": "tool_calls" if r.tool_calls else reply.done_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_eval_count,
+            "completion_tokens": r.eval_count,
+            "total_tokens": reply.prompt_eval_count + r.eval_count,
+        },
     }
 
 
@@ -350,8 +420,12 @@ async def _openai_stream(
     def event(payload: dict[str, Any]) -> bytes:
         return f"data: {json.dumps(payload)}\n\n".encode()
 
-    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}
+    base = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     for sent, delta in enumerate(deltas):
         if reply.error_after_chunks is not None and sent >= reply.error_after_chunks:
             yield event({"error": {"message": reply.error, "type": "api_error"}})
@@ -366,9 +440,17 @@ async def _openai_stream(
     finish = "tool_calls" if r.tool_calls else reply.done_reason
     yield event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if usage:
-        yield event({**base, "choices": [], "usage": {
-            "prompt_tokens": reply.prompt_eval_count, "completion_tokens": r.eval_count,
-            "total_tokens": reply.prompt_eval_count + r.eval_count}})
+        yield event(
+            {
+                **base,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": reply.prompt_eval_count,
+                    "completion_tokens": r.eval_count,
+                    "total_tokens": reply.prompt_eval_count + r.eval_count,
+                },
+            }
+        )
     yield b"data: [DONE]\n\n"
 
 
@@ -392,8 +474,9 @@ class OllamaTestServer:
         delay_s: float = 0.0,
         reasoning_style: ReasoningStyle = "reasoning",
     ) -> None:
-        self.state = ServerState(models={m.name: m for m in models}, delay_s=delay_s,
-                                 reasoning_style=reasoning_style)
+        self.state = ServerState(
+            models={m.name: m for m in models}, delay_s=delay_s, reasoning_style=reasoning_style
+        )
         self.app = create_app(self.state)
         self._host = host
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -424,8 +507,11 @@ class OllamaTestServer:
 
     def requests(self, path: str | None = None, caller: str | None = None) -> list[RecordedRequest]:
         with self.state.lock:
-            return [r for r in self.state.requests
-                    if (path is None or r.path == path) and (caller is None or r.caller == caller)]
+            return [
+                r
+                for r in self.state.requests
+                if (path is None or r.path == path) and (caller is None or r.caller == caller)
+            ]
 
     def pending(self) -> dict[str, int]:
         """Scripted replies not consumed yet, per caller (a test should end with none)."""
@@ -435,7 +521,9 @@ class OllamaTestServer:
     # lifecycle
     def start(self) -> OllamaTestServer:
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True,
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            daemon=True,
             name="novaberg-ollama-test-server",
         )
         self._thread.start()
@@ -448,6 +536,7 @@ class OllamaTestServer:
 
     def stop(self) -> None:
         self._server.should_exit = True
+        self._server.force_exit = True  # do not wait for scripted delays still sleeping
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._socket.close()

@@ -1,0 +1,39 @@
+# One command per task. `make chat` and `make test` set everything up first (idempotent).
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup chat test pytest lint format bench clean
+
+setup: $(STAMP)
+
+# llama-cpp-python is built portably: a native build crashed on AVX-512/AMX CPUs.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e ".[embedded,dev]"
+	touch $(STAMP)
+
+chat: setup
+	$(BIN)/novaberg chat
+
+test: setup lint pytest
+
+pytest: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+bench: setup
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

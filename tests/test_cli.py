@@ -1,0 +1,176 @@
+"""The ``novaberg`` command as a user runs it: real processes against the test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from novaberg.testing import OllamaTestServer, Reply
+
+NOVABERG = [sys.executable, "-m", "novaberg"]
+
+
+def run(
+    *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*NOVABERG, *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+
+
+def test_ask_json_prints_the_contract_with_one_record_per_call(
+    ollama_env: OllamaTestServer,
+) -> None:
+    ollama_env.script("responder", Reply(content="Hallo! Wie geht es dir?"))
+    done = run("ask", "Hallo Nova", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert set(out) == {
+        "reply",
+        "turn_id",
+        "conversation_id",
+        "followups",
+        "calls",
+        "thinker",
+        "tribunal",
+        "salience",
+        "events",
+    }
+    assert out["reply"] == "Hallo! Wie geht es dir?"
+    sent = [r.caller for r in ollama_env.requests("/api/chat")]
+    assert [c["caller"] for c in out["calls"]] == sent == ["router", "responder", "salience"]
+
+
+def test_ask_prints_just_the_reply_without_json(ollama_env: OllamaTestServer) -> None:
+    ollama_env.script("responder", Reply(content="Just this."))
+    done = run("ask", "Hallo")
+    assert done.returncode == 0 and done.stdout == "Just this.\n"
+
+
+def test_unreachable_ollama_in_ollama_mode_names_ollama_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOVABERG_BACKEND", "ollama")
+    done = run("ask", "Hallo")
+    assert done.returncode == 1
+    assert "OLLAMA_HOST" in done.stderr and "not reachable" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_model_lists_the_installed_ones(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MODEL", "mistral:7b")
+    done = run("ask", "Hallo")
+    assert done.returncode == 1
+    assert (
+        "mistral:7b" in done.stderr and "qwen3:4b" in done.stderr and "gemma3:270m" in done.stderr
+    )
+
+
+@pytest.mark.parametrize("text", ["", "  ", "y" * 9000])
+def test_empty_or_oversized_message_is_a_usage_error(
+    ollama_env: OllamaTestServer, text: str
+) -> None:
+    done = run("ask", text)
+    assert done.returncode == 2 and "usage error" in done.stderr
+    assert ollama_env.requests("/api/chat") == []
+
+
+def test_invalid_setting_is_a_usage_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOVABERG_LANGUAGE", "fr")
+    done = run("config")
+    assert done.returncode == 2
+    assert "NOVABERG_LANGUAGE='fr'" in done.stderr
+
+
+def test_config_shows_values_and_origins(ollama_env: OllamaTestServer) -> None:
+    done = run("config", "--json")
+    shown = json.loads(done.stdout)
+    assert shown["backend"] == {"value": "ollama", "origin": "env NOVABERG_BACKEND"}
+    assert shown["model"]["origin"] == "default"
+    assert shown["timeouts.total_s"]["value"] == 600.0
+
+
+def test_doctor_reports_the_answering_backend_and_capabilities(
+    ollama_env: OllamaTestServer,
+) -> None:
+    done = run("doctor", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["would_answer"] == "ollama/qwen3:4b"
+    assert report["backends"][0]["capabilities"] == ["completion", "tools", "thinking"]
+    assert report["fixes"] == []
+
+
+def test_doctor_says_what_to_fix_for_a_missing_model(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MODEL", "mistral:7b")
+    done = run("doctor")
+    assert done.returncode == 1
+    assert "ollama pull mistral:7b" in done.stdout
+
+
+def test_chat_answers_each_line_in_one_conversation(
+    ollama_env: OllamaTestServer, isolated_env: Path
+) -> None:
+    ollama_env.script("responder", Reply(content="First answer."), Reply(content="Second answer."))
+    done = run("chat", input="Hallo\nNoch was\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert "First answer." in done.stdout and "Second answer." in done.stdout
+    with sqlite3.connect(isolated_env / "novaberg.db") as db:
+        conversations = db.execute("SELECT DISTINCT conversation_id FROM turns").fetchall()
+    assert len(conversations) == 1
+
+
+def test_ctrl_c_mid_turn_aborts_that_turn_and_the_next_one_works(
+    ollama_env: OllamaTestServer, isolated_env: Path
+) -> None:
+    ollama_env.script(
+        "responder", Reply(content="never shown", delay_s=30), Reply(content="Second turn works.")
+    )
+    proc = subprocess.Popen(
+        [*NOVABERG, "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("Erzähl mir eine lange Geschichte\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not ollama_env.requests("/api/chat", caller="responder"):
+            assert time.monotonic() < deadline, "the turn never reached the responder"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.stdin.write("Bist du noch da?\n/exit\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Turn aborted" in out and "Second turn works." in out
+    assert "never shown" not in out
+    with sqlite3.connect(isolated_env / "novaberg.db") as db:
+        statuses = [r[0] for r in db.execute("SELECT status FROM turns ORDER BY id")]
+        messages = db.execute("SELECT role, content FROM messages ORDER BY id").fetchall()
+    assert statuses == ["aborted", "done"]
+    assert messages == [("user", "Bist du noch da?"), ("assistant", "Second turn works.")]
