@@ -124,16 +124,24 @@ class EmbeddedBackend:
                         f"NOVABERG_EMBEDDED_MODEL_PATH={path} does not exist; point it at a GGUF "
                         "file or unset it to use the packaged Gemma 3 270M."
                     )
-                packaged = self.model_path is None
-                if packaged:
+                try:
+                    llama = Llama(
+                        model_path=str(path),
+                        n_ctx=self.n_ctx,
+                        n_threads=self.n_threads,
+                        verbose=False,
+                    )
+                except (ValueError, OSError) as exc:
+                    raise ConfigError(
+                        f"llama.cpp could not load {path} ({exc}). Point "
+                        "NOVABERG_EMBEDDED_MODEL_PATH at a valid GGUF file, or unset it."
+                    ) from exc
+                metadata = llama.metadata or {}
+                architecture = str(metadata.get("general.architecture", ""))
+                if not metadata.get("tokenizer.chat_template") and architecture.startswith("gemma"):
                     _register_gemma_format()
-                self._llama = Llama(
-                    model_path=str(path),
-                    chat_format=GEMMA_FORMAT if packaged else None,
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    verbose=False,
-                )
+                    llama.chat_format = GEMMA_FORMAT  # instead of llama.cpp's llama-2 fallback
+                self._llama = llama
             return self._llama
 
     async def aclose(self) -> None:

