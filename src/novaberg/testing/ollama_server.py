@@ -154,6 +154,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/api/chat")
     async def chat(request: Request) -> Response:
+        received = time.perf_counter_ns()
         body = await record(request)
         caller = request.headers.get(CALLER_HEADER, "")
         spec = state.models.get(body.get("model", ""))
@@ -172,9 +173,9 @@ def create_app(state: ServerState) -> FastAPI:
         thinks = think not in (None, False) or (think is None and "thinking" in spec.capabilities)
         rendered = _render(reply, tools, thinks, state.default_thinking if think is None else "")
         if body.get("stream", True) is False:
-            return JSONResponse(_ollama_final(spec.name, reply, rendered, whole=True))
+            return JSONResponse(_ollama_final(spec.name, reply, rendered, received, whole=True))
         return StreamingResponse(
-            _ollama_stream(spec.name, reply, rendered), media_type="application/x-ndjson"
+            _ollama_stream(spec.name, reply, rendered, received), media_type="application/x-ndjson"
         )
 
     @app.get("/v1/models")
@@ -313,7 +314,11 @@ def _pieces(text: str, size: int = 12) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _ollama_final(model: str, reply: Reply, r: _Rendered, whole: bool) -> dict[str, Any]:
+def _ollama_final(
+    model: str, reply: Reply, r: _Rendered, received_ns: int, whole: bool
+) -> dict[str, Any]:
+    """The done chunk; ``total_duration`` is the real time since the request arrived."""
+    total = time.perf_counter_ns() - received_ns
     message: dict[str, Any] = {"role": "assistant", "content": r.content if whole else ""}
     if whole and r.thinking:
         message["thinking"] = r.thinking
@@ -325,12 +330,12 @@ def _ollama_final(model: str, reply: Reply, r: _Rendered, whole: bool) -> dict[s
         "message": message,
         "done": True,
         "done_reason": reply.done_reason,
-        "total_duration": 1_000_000,
-        "load_duration": 10_000,
+        "total_duration": total,
+        "load_duration": 0,
         "prompt_eval_count": reply.prompt_eval_count,
-        "prompt_eval_duration": 100_000,
+        "prompt_eval_duration": total // 10,
         "eval_count": r.eval_count,
-        "eval_duration": 900_000,
+        "eval_duration": total - total // 10,
     }
 
 
@@ -340,7 +345,9 @@ def _ollama_call(call: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
-async def _ollama_stream(model: str, reply: Reply, r: _Rendered) -> AsyncIterator[bytes]:
+async def _ollama_stream(
+    model: str, reply: Reply, r: _Rendered, received_ns: int
+) -> AsyncIterator[bytes]:
     chunks: list[dict[str, Any]] = []
     for piece in _pieces(r.thinking):
         chunks.append({"role": "assistant", "content": "", "thinking": piece})
@@ -362,7 +369,7 @@ async def _ollama_stream(model: str, reply: Reply, r: _Rendered) -> AsyncIterato
         return
     if reply.cut_after_chunks is not None:
         return
-    yield _line(_ollama_final(model, reply, r, whole=False))
+    yield _line(_ollama_final(model, reply, r, received_ns, whole=False))
 
 
 def _openai_message(r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:

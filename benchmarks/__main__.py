@@ -1,0 +1,210 @@
+"""``make bench``: the foundation's figures, measured in one run (ratios, since machines are noisy).
+
+1. Orchestration overhead: turns against the test server with 200 ms per call; turn wall time
+   divided by the backend time on the critical path (the calls run one after another). At 0 ms:
+   the median overhead per turn.
+2. Cold start: ``novaberg ask`` from process start to its first backend request (median).
+3. Embedded generation speed through Novaberg against raw llama-cpp-python, same prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from novaberg.backends.base import ChatRequest
+from novaberg.backends.embedded import EmbeddedBackend, default_model_path
+from novaberg.config import Timeouts, load_settings
+from novaberg.engine import Engine
+from novaberg.testing import OllamaTestServer
+
+
+@contextlib.contextmanager
+def separate_server(delay_ms: float) -> Iterator[str]:
+    """``novaberg test-server`` in its own process, so it does not share our interpreter."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "novaberg",
+            "test-server",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(delay_ms),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def _turns(delay_s: float, turns: int) -> list[dict[str, float]]:
+    engine = await Engine.open(load_settings().settings)
+    rows = []
+    try:
+        await engine.run_turn("warm-up")
+        for i in range(turns):
+            started = time.perf_counter()
+            result = await engine.run_turn(f"Hallo Nova, Nachricht {i}")
+            wall = (time.perf_counter() - started) * 1000
+            calls = result.trace.calls
+            rows.append(
+                {
+                    "wall_ms": wall,
+                    "calls": len(calls),
+                    "injected_ms": len(calls) * delay_s * 1000,
+                    "recorded_ms": sum(c.ms for c in calls),
+                    "server_ms": sum(c.backend_ms for c in calls),
+                }
+            )
+    finally:
+        await engine.aclose()
+    return rows
+
+
+def orchestration(turns: int) -> dict[str, Any]:
+    results = {}
+    for delay_ms in (200.0, 0.0):
+        with separate_server(delay_ms) as url, tempfile.TemporaryDirectory() as home:
+            os.environ.update(OLLAMA_HOST=url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama")
+            results[delay_ms] = asyncio.run(_turns(delay_ms / 1000, turns))
+    slow, fast = results[200.0], results[0.0]
+    ratios = [r["wall_ms"] / r["server_ms"] for r in slow]
+    injected = [r["wall_ms"] / r["injected_ms"] for r in slow]
+    return {
+        "turns": turns,
+        "calls_per_turn": slow[0]["calls"],
+        "ratio_wall_to_backend_at_200ms_median": round(statistics.median(ratios), 4),
+        "ratio_wall_to_backend_at_200ms_max": round(max(ratios), 4),
+        "ratio_wall_to_injected_delay_at_200ms_median": round(statistics.median(injected), 4),
+        "turn_wall_ms_at_200ms_median": round(statistics.median(r["wall_ms"] for r in slow), 1),
+        "overhead_ms_per_turn_at_0ms_median": round(
+            statistics.median(r["wall_ms"] - r["server_ms"] for r in fast), 1
+        ),
+        "overhead_outside_calls_ms_at_0ms_median": round(
+            statistics.median(r["wall_ms"] - r["recorded_ms"] for r in fast), 1
+        ),
+    }
+
+
+def cold_start(runs: int) -> dict[str, Any]:
+    firsts, totals = [], []
+    with OllamaTestServer() as server, tempfile.TemporaryDirectory() as home:
+        env = dict(
+            os.environ, OLLAMA_HOST=server.url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama"
+        )
+        for _ in range(runs):
+            server.state.requests.clear()
+            started = time.time()
+            subprocess.run(
+                [sys.executable, "-m", "novaberg", "ask", "Hallo", "--json"],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
+            totals.append(time.time() - started)
+            firsts.append(min(r.at for r in server.requests()) - started)
+    return {
+        "runs": runs,
+        "to_first_backend_request_s_median": round(statistics.median(firsts), 3),
+        "to_first_backend_request_s_max": round(max(firsts), 3),
+        "whole_ask_s_median": round(statistics.median(totals), 3),
+    }
+
+
+def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
+    """Both paths drive the SAME loaded llama.cpp model with the same prompt and sampling, so
+    the ratio isolates what Novaberg adds (thread hand-over, asyncio, records)."""
+    with tempfile.TemporaryDirectory() as home:
+        path = default_model_path(Path(home))
+        ours = EmbeddedBackend(Path(home), Timeouts(), model_path=path, n_ctx=2048)
+        messages = [{"role": "user", "content": "Tell me about the sea, in detail."}]
+        request = ChatRequest(
+            caller="bench", messages=messages, max_tokens=tokens, temperature=0.7, seed=7
+        )
+        raw_params: dict[str, Any] = {**ours._kwargs(request), "stream": True}
+
+        async def through_novaberg() -> tuple[int, float]:
+            started = time.perf_counter()
+            response = await ours.chat(request)
+            return response.eval_count, time.perf_counter() - started
+
+        def through_raw() -> tuple[int, float]:
+            started = time.perf_counter()
+            chunks = ours._llama.create_chat_completion(**raw_params)
+            count = sum(1 for c in chunks if c["choices"][0]["delta"].get("content"))
+            return count, time.perf_counter() - started
+
+        asyncio.run(through_novaberg())  # loads the model
+        through_raw()
+        ours_tps: list[float] = []
+        raw_tps: list[float] = []
+        for i in range(rounds):  # alternate the order, so load changes hit both alike
+            for raw_turn in (True, False) if i % 2 else (False, True):
+                n, s = through_raw() if raw_turn else asyncio.run(through_novaberg())
+                (raw_tps if raw_turn else ours_tps).append(n / s)
+    return {
+        "rounds": rounds,
+        "max_tokens": tokens,
+        "threads": ours.n_threads,
+        "novaberg_tokens_per_s_median": round(statistics.median(ours_tps), 1),
+        "raw_llama_cpp_tokens_per_s_median": round(statistics.median(raw_tps), 1),
+        "ratio_novaberg_to_raw": round(statistics.median(ours_tps) / statistics.median(raw_tps), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--cold-runs", type=int, default=7)
+    parser.add_argument("--embedded-rounds", type=int, default=8)
+    parser.add_argument("--embedded-tokens", type=int, default=128)
+    parser.add_argument(
+        "--only", default="orchestration,cold_start,embedded", help="comma-separated parts"
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
+    args = parser.parse_args()
+    parts = {
+        "orchestration": lambda: orchestration(args.turns),
+        "cold_start": lambda: cold_start(args.cold_runs),
+        "embedded": lambda: embedded_speed(args.embedded_rounds, args.embedded_tokens),
+    }
+    results = {name: run() for name, run in parts.items() if name in args.only.split(",")}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
