@@ -27,7 +27,9 @@ def gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_backend(gguf: Path) -> Iterator[EmbeddedBackend]:
-    yield EmbeddedBackend(gguf.parent, Timeouts(), model_path=gguf, n_ctx=2048)
+    backend = EmbeddedBackend(gguf.parent, Timeouts(), model_path=gguf, n_ctx=2048)
+    yield backend
+    asyncio.run(backend.aclose())
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import sqlite3
 import subprocess
@@ -174,3 +176,50 @@ def test_ctrl_c_mid_turn_aborts_that_turn_and_the_next_one_works(
         messages = db.execute("SELECT role, content FROM messages ORDER BY id").fetchall()
     assert statuses == ["aborted", "done"]
     assert messages == [("user", "Bist du noch da?"), ("assistant", "Second turn works.")]
+
+
+def test_chat_in_a_terminal_shows_the_running_node_then_streams_the_reply(
+    ollama_env: OllamaTestServer,
+) -> None:
+    ollama_env.script(
+        "router", Reply(content='{"intent": "x", "tone": "y", "needs_check": false}', delay_s=0.5)
+    )
+    ollama_env.script("responder", Reply(content="Streamed to a real terminal.", delay_s=0.3))
+    main, secondary = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="100")
+    proc = subprocess.Popen(
+        [*NOVABERG, "chat"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
+    os.close(secondary)
+    screen = b""
+
+    def read_until(marker: bytes, timeout: float = 30) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + timeout
+        while marker not in screen:
+            assert time.monotonic() < deadline, screen.decode(errors="replace")[-2000:]
+            ready, _, _ = select.select([main], [], [], 0.1)
+            if ready:
+                try:
+                    screen += os.read(main, 4096)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"you")
+        os.write(main, b"Hallo Nova\r")
+        read_until(b"Streamed to a real terminal.")
+        os.write(main, b"/exit\r")
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        os.close(main)
+    text = screen.decode(errors="replace")
+    assert "Nova · router" in text  # the live line named the running node
+    assert "Nova · responder" in text or "Nova ›" in text
+    assert proc.returncode == 0

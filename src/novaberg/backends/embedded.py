@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import os
 import threading
 from pathlib import Path
@@ -47,6 +48,29 @@ def default_model_path(home: Path) -> Path:
     if target.exists():
         return target
     return Path(weights.assemble(target))
+
+
+_llama_log_callback: Any = None
+
+
+def _route_llama_logs() -> None:
+    """Send llama.cpp's own log lines to the ``novaberg.llama_cpp`` logger (debug level)
+    instead of stderr, where they would land in the middle of a chat."""
+    global _llama_log_callback
+    if _llama_log_callback is not None:
+        return
+    import ctypes
+
+    import llama_cpp
+
+    llama_log = logging.getLogger("novaberg.llama_cpp")
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def forward(level: int, text: bytes, user_data: Any) -> None:
+        llama_log.debug("%s", text.decode("utf-8", errors="replace").rstrip())
+
+    _llama_log_callback = forward  # keep a reference: llama.cpp holds only a raw pointer
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
 
 
 def gemma3_prompt(messages: list[dict[str, Any]]) -> str:
@@ -118,6 +142,7 @@ class EmbeddedBackend:
                         "The embedded backend needs llama-cpp-python: "
                         "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'novaberg[embedded]'."
                     ) from exc
+                _route_llama_logs()
                 path = self.model_path or default_model_path(self.home)
                 if not path.is_file():
                     raise ConfigError(
@@ -145,8 +170,14 @@ class EmbeddedBackend:
             return self._llama
 
     async def aclose(self) -> None:
-        # The loaded model is kept for the life of the process; llama.cpp frees it on exit.
-        return None
+        """Free the loaded model (after any generation still finishing its current token)."""
+        await asyncio.to_thread(self._unload)
+
+    def _unload(self) -> None:
+        with self._load_lock, self._generate_lock:
+            if self._llama is not None:
+                llama, self._llama = self._llama, None
+                llama.close()
 
     def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
