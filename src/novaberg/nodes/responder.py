@@ -15,14 +15,12 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     context = state.get("context") or {}
     route = state.get("router") or {}
     memories = context.get("memories") or []
-    remembered = "\n".join(f"- {m['text']}" for m in memories) or p.no_memory
-    system = "\n\n".join(
-        [
-            p.persona,
-            f"{p.memory_intro}\n{remembered}",
-            p.tone_line.format(intent=route.get("intent", "?"), tone=route.get("tone", "?")),
-        ]
-    )
+    parts = [p.persona]
+    if memories:
+        parts.append(p.memory_intro + "\n" + "\n".join(f"- {m['text']}" for m in memories))
+    if route.get("tone"):
+        parts.append(p.tone_line.format(tone=route["tone"]))
+    system = "\n\n".join(parts)
     return [
         {"role": "system", "content": system},
         *context.get("history", []),

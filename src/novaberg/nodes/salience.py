@@ -27,7 +27,7 @@ def build_prompt(state: TurnState, ctx: TurnContext) -> str:
     return "\n".join(
         [
             p.situation_header,
-            p.tone_line.format(intent=route.get("intent", "?"), tone=route.get("tone", "?")),
+            p.intent_line.format(intent=route.get("intent", "?"), tone=route.get("tone", "?")),
             f"Nova: {state.get('reply', '')}",
             "",
             p.subject_header,

@@ -19,7 +19,7 @@ class Prompts:
     salience: str
     situation_header: str
     subject_header: str
-    no_memory: str
+    intent_line: str
 
 
 EN = Prompts(
@@ -31,7 +31,7 @@ EN = Prompts(
         "something, say so."
     ),
     memory_intro="What you remember about the user (their own words, summarised):",
-    tone_line="The user seems to want: intent '{intent}', tone '{tone}'.",
+    tone_line="Answer in a {tone} tone.",
     router=(
         "Classify the user's message. Reply with ONE JSON object and nothing else: "
         '{"intent": short label such as "smalltalk", "question", "request", "sharing", '
@@ -47,7 +47,7 @@ EN = Prompts(
     ),
     situation_header="=== SITUATION (background, not to be judged) ===",
     subject_header="=== SUBJECT (judge only this) ===",
-    no_memory="(nothing yet)",
+    intent_line="Intent: {intent}; desired tone: {tone}.",
 )
 
 DE = Prompts(
@@ -59,7 +59,7 @@ DE = Prompts(
         "Person; wenn du etwas nicht weißt, sag es."
     ),
     memory_intro="Was du über die Person weißt (ihre eigenen Worte, zusammengefasst):",
-    tone_line="Die Person möchte: Absicht '{intent}', Ton '{tone}'.",
+    tone_line="Antworte in einem {tone} Ton.",
     router=(
         "Ordne die Nachricht der Person ein. Antworte mit GENAU EINEM JSON-Objekt und sonst "
         'nichts: {"intent": kurzes Etikett wie "smalltalk", "frage", "bitte", "erzaehlen", '
@@ -75,7 +75,7 @@ DE = Prompts(
     ),
     situation_header="=== LAGEBILD (Hintergrund, nicht zu bewerten) ===",
     subject_header="=== BEWERTUNGSOBJEKT (nur dies bewerten) ===",
-    no_memory="(noch nichts)",
+    intent_line="Absicht: {intent}; gewünschter Ton: {tone}.",
 )
 
 
