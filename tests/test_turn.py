@@ -53,14 +53,23 @@ async def test_a_turn_produces_the_contract_json_with_one_record_per_call(
     out = result.contract_json()
     assert set(out) == CONTRACT_KEYS
     assert out["reply"] == "Hallo! Schön, dich zu sehen."
-    assert [c["caller"] for c in out["calls"]] == ["router", "responder", "salience"]
+    assert [c["caller"] for c in out["calls"]] == [
+        "router",
+        "responder",
+        "judge_legal",
+        "judge_psychology",
+        "judge_persona",
+        "salience",
+    ]
     assert all(set(c) >= CALL_KEYS for c in out["calls"])
     assert all(c["outcome"] == "ok" and c["backend"] == "ollama" for c in out["calls"])
-    assert out["thinker"] is None and out["tribunal"] is None
+    assert out["thinker"] is None
+    assert out["tribunal"]["rounds"] == 1
+    assert [v["vote"] for v in out["tribunal"]["votes"]] == ["ok", "ok", "ok"]
     assert out["salience"] == {"score": 0.1, "stored": False}
     assert out["followups"] == [] and out["events"] == []
     stored = engine.db.calls_of(result.turn_id)
-    assert [c["caller"] for c in stored] == ["router", "responder", "salience"]
+    assert [c["caller"] for c in stored] == [c["caller"] for c in out["calls"]]
     assert engine.db.turn(result.turn_id)["status"] == "done"
 
 
@@ -69,8 +78,11 @@ async def test_every_structured_call_is_sent_without_thinking(
 ) -> None:
     await engine.run_turn("Hallo Nova")
     chats = server.requests("/api/chat")
-    assert [r.body["think"] for r in chats] == [False, False, False]
-    assert "format" in chats[0].body and "format" in chats[2].body
+    assert [r.body["think"] for r in chats] == [False] * 6
+    structured = [r.caller for r in chats if "format" in r.body]
+    assert sorted(structured) == sorted(
+        ["router", "judge_legal", "judge_psychology", "judge_persona", "salience"]
+    )
 
 
 async def test_router_sees_only_the_raw_message(engine: Engine, server: OllamaTestServer) -> None:
@@ -243,4 +255,4 @@ async def test_german_prompts_when_language_is_de(
         "content"
     ]
     assert salience_prompt.index("=== LAGEBILD") < salience_prompt.index("=== BEWERTUNGSOBJEKT")
-    assert salience_prompt.rstrip().endswith("User: Hallo Nova")  # the subject comes last
+    assert salience_prompt.endswith("Nachricht der Person:\nHallo Nova")  # the subject comes last

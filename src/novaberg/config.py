@@ -23,6 +23,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -61,9 +62,52 @@ class Concurrency(BaseModel):
     """How many calls each backend serves at once; the rest wait in the model queue."""
 
     model_config = ConfigDict(extra="forbid")
-    ollama: int = Field(2, ge=1, le=64)
+    ollama: int = Field(3, ge=1, le=64)
     openai: int = Field(4, ge=1, le=64)
     embedded: int = Field(1, ge=1, le=8)
+
+
+BUILTIN_JUDGE_NAMES = ("legal", "psychology", "persona")
+
+
+class CustomJudge(BaseModel):
+    """A judge defined without code: what it looks at, and what is NOT a problem."""
+
+    model_config = ConfigDict(extra="forbid")
+    focus: str = Field(min_length=10, description="the judge's perspective, as an instruction")
+    not_a_problem: list[str] = Field(default_factory=list, description="negative examples")
+
+
+class Tribunal(BaseModel):
+    """The judges that vote on every answer, and how often the corrector may rewrite it."""
+
+    model_config = ConfigDict(extra="forbid")
+    judges: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(BUILTIN_JUDGE_NAMES),
+        description="judges that vote, by name (empty: no tribunal)",
+    )
+    max_corrections: int = Field(2, ge=0, le=5, description="corrector rounds at most")
+    custom: dict[str, CustomJudge] = Field(default_factory=dict)
+
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _split_judges(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _known_judges(self) -> Tribunal:
+        known = set(BUILTIN_JUDGE_NAMES) | set(self.custom)
+        unknown = [j for j in self.judges if j not in known]
+        if unknown:
+            raise ValueError(
+                f"unknown judge(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} "
+                "(define more under [tribunal.custom.NAME])"
+            )
+        if len(set(self.judges)) != len(self.judges):
+            raise ValueError("a judge is named twice")
+        return self
 
 
 class Settings(BaseSettings):
@@ -104,6 +148,7 @@ class Settings(BaseSettings):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retries: Retries = Field(default_factory=Retries)
     concurrency: Concurrency = Field(default_factory=Concurrency)
+    tribunal: Tribunal = Field(default_factory=Tribunal)
 
     @field_validator("fallback", mode="before")
     @classmethod

@@ -32,23 +32,28 @@ __all__ = ["Engine", "TurnResult", "compile_turn_graph", "validate_message"]
 
 
 def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The turn graph: router → enricher → responder → salience → memory write.
+    """The turn graph: router → enricher → responder → tribunal ⇄ corrector → salience →
+    memory write.
 
     Imported and compiled on demand: LangGraph takes about a second to import, which
     :meth:`Engine.open` overlaps with its first backend request.
     """
     from novaberg.graph.build import Stage, build_turn_graph
+    from novaberg.nodes.corrector import corrector
     from novaberg.nodes.enricher import enricher
     from novaberg.nodes.memory_write import memory_write
     from novaberg.nodes.responder import responder
     from novaberg.nodes.router import router
     from novaberg.nodes.salience import salience
+    from novaberg.nodes.tribunal import route_after_tribunal, tribunal
 
     return build_turn_graph(
         [
             Stage("router", router),
             Stage("enricher", enricher),
             Stage("responder", responder),
+            Stage("tribunal", tribunal, after=route_after_tribunal),
+            Stage("corrector", corrector, after=lambda _: "tribunal", detour=True),
             Stage("salience", salience),
             Stage("memory_write", memory_write),
         ]
@@ -76,12 +81,21 @@ class TurnResult:
             "followups": self.followups,
             "calls": [c.contract_view() for c in self.trace.calls],
             "thinker": self.state.get("thinker"),
-            "tribunal": self.state.get("tribunal"),
+            "tribunal": _tribunal_view(self.state),
             "salience": None
             if scored is None
             else {"score": scored.get("score"), "stored": self.memory_id is not None},
             "events": self.events,
         }
+
+
+def _tribunal_view(state: TurnState) -> dict[str, Any] | None:
+    """``tribunal`` of the contract: voting rounds and the last round's votes."""
+    court = state.get("tribunal")
+    if court is None:
+        return None
+    corrections = (state.get("corrector") or {}).get("rounds", 0)
+    return {"rounds": court["rounds"], "votes": court["votes"], "corrections": corrections}
 
 
 async def _warm_up(chain: BackendChain) -> None:
@@ -179,6 +193,7 @@ class Engine:
             "origin": origin,
             "thinker": None,
             "tribunal": None,
+            "corrector": None,
             "salience": None,
             "memory_item": None,
             "events": [],
@@ -213,6 +228,8 @@ class Engine:
             "salience": final.get("salience"),
             "thinker": final.get("thinker"),
             "tribunal": final.get("tribunal"),
+            "corrector": final.get("corrector"),
+            "draft": final.get("draft"),
             "answered_by": trace.answered_by(),
         }
         memory_id = self.db.finish_turn(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from novaberg.errors import GraphError
 from novaberg.graph.state import DECLARED_CHANNELS, TurnState, check_writes
 
 if TYPE_CHECKING:
@@ -24,11 +25,25 @@ if TYPE_CHECKING:
 NodeFn = Callable[[TurnState, "TurnContext"], Awaitable[dict[str, Any]]]
 
 
+NEXT = ""
+"""What an ``after`` router returns to continue with the next stage of the pipeline."""
+
+
 @dataclass(frozen=True)
 class Stage:
+    """A node of the turn.
+
+    ``when``: run only if true (otherwise skipped, its channel stays ``None``).
+    ``after``: where to go once it ran: a stage name, or :data:`NEXT` (the default).
+    ``detour``: not part of the pipeline; reached only through another stage's ``after``
+    (the corrector, which returns to the tribunal).
+    """
+
     name: str
     run: NodeFn
     when: Callable[[TurnState], bool] | None = None
+    after: Callable[[TurnState], str] | None = None
+    detour: bool = False
 
 
 def strict(name: str, fn: NodeFn, declared: frozenset[str] = DECLARED_CHANNELS) -> Any:
@@ -47,10 +62,41 @@ def build_turn_graph(stages: Sequence[Stage]) -> CompiledStateGraph[Any, Any, An
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(TurnState)
     for stage in stages:
         graph.add_node(stage.name, strict(stage.name, stage.run))
-    sources = [START, *(s.name for s in stages)]
-    for index, source in enumerate(sources):
-        _connect(graph, source, list(stages[index:]))
+    pipeline = [s for s in stages if not s.detour]
+    _connect(graph, START, pipeline)
+    for index, stage in enumerate(pipeline):
+        rest = pipeline[index + 1 :]
+        if stage.after is None:
+            _connect(graph, stage.name, rest)
+        else:
+            _branch(graph, stage, rest, [s.name for s in stages])
+    for stage in stages:
+        if stage.detour:
+            if stage.after is None:
+                raise GraphError(f"detour stage '{stage.name}' needs an 'after' router")
+            _branch(graph, stage, [], [s.name for s in stages])
     return graph.compile()
+
+
+def _first_runnable(state: TurnState, rest: list[Stage]) -> str:
+    for stage in rest:
+        if stage.when is None or stage.when(state):
+            return stage.name
+    return END
+
+
+def _branch(
+    graph: StateGraph[Any, Any, Any, Any], stage: Stage, rest: list[Stage], names: list[str]
+) -> None:
+    """Edges out of a stage with an ``after`` router."""
+    after = stage.after
+    assert after is not None
+
+    def route(state: TurnState) -> str:
+        target = after(state)
+        return _first_runnable(state, rest) if target == NEXT else target
+
+    graph.add_conditional_edges(stage.name, route, [*names, END])
 
 
 def _connect(graph: StateGraph[Any, Any, Any, Any], source: str, rest: list[Stage]) -> None:
@@ -60,10 +106,7 @@ def _connect(graph: StateGraph[Any, Any, Any, Any], source: str, rest: list[Stag
         return
 
     def route(state: TurnState) -> str:
-        for stage in rest:
-            if stage.when is None or stage.when(state):
-                return stage.name
-        return END
+        return _first_runnable(state, rest)
 
     targets = [s.name for s in rest]
     cut = next((i for i, s in enumerate(rest) if s.when is None), None)

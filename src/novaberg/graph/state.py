@@ -33,8 +33,10 @@ class TurnState(TypedDict, total=False):
     reply: str
     # thinker: {"iterations", "followup_calls", "result"}
     thinker: dict[str, Any] | None
-    # tribunal: {"rounds", "votes"}
+    # tribunal: {"rounds", "votes" (the last round's), "history", "correcting"}
     tribunal: dict[str, Any] | None
+    # corrector: {"rounds", "reasons", "applied"}
+    corrector: dict[str, Any] | None
     # salience: {"score", "summary"}
     salience: dict[str, Any] | None
     # the memory item the turn will store with it: {"text", "score"}

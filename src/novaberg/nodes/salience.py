@@ -1,7 +1,7 @@
-"""Salience: how much the USER's message matters (0..1).
+"""Salience: how much the USER's message matters for remembering them (0..1).
 
-The subject is the user's message alone and it comes LAST; Nova's answer sits in the
-situation block, so it explains the message without being scored.
+The subject is the user's message ALONE and it comes LAST; Nova's answer opens the situation
+block, so a long calm answer cannot dilute a short stressed message (../shared/seeds/002).
 """
 
 from __future__ import annotations
@@ -13,6 +13,31 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured
+from novaberg.prompts.evaluation import (
+    Instruction,
+    Situation,
+    Subject,
+    evaluation_prompt,
+    evaluator_system,
+    labels_for,
+)
+
+ROLE = {
+    "en": "You rate how much the USER's message matters for remembering them later: 0 = nothing "
+    "worth keeping (greetings, small talk, general knowledge questions), 0.5 = a minor personal "
+    "detail, 0.7 or more = strong feelings (stress, overwhelm, grief, joy), plans, dates, "
+    "relationships, health, important facts about their life.",
+    "de": "Du bewertest, wie wichtig die Nachricht der PERSON ist, um sich später an sie zu "
+    "erinnern: 0 = nichts Behaltenswertes (Gruß, Smalltalk, allgemeine Wissensfragen), 0.5 = ein "
+    "kleines persönliches Detail, 0.7 oder mehr = starke Gefühle (Stress, Überforderung, Trauer, "
+    "Freude), Pläne, Termine, Beziehungen, Gesundheit, wichtige Tatsachen über ihr Leben.",
+}
+OUTPUT = {
+    "en": 'Reply with ONE JSON object: {"score": number between 0 and 1, "summary": one sentence '
+    'about the user in third person, or ""}.',
+    "de": 'Antworte mit GENAU EINEM JSON-Objekt: {"score": Zahl zwischen 0 und 1, "summary": ein '
+    'Satz über die Person in der dritten Person, oder ""}.',
+}
 
 
 class SalienceOutput(BaseModel):
@@ -21,27 +46,25 @@ class SalienceOutput(BaseModel):
     summary: str = Field(default="", max_length=500)
 
 
-def build_prompt(state: TurnState, ctx: TurnContext) -> str:
-    p = ctx.prompts
-    route = state.get("router") or {}
-    return "\n".join(
-        [
-            p.situation_header,
-            p.intent_line.format(intent=route.get("intent", "?"), tone=route.get("tone", "?")),
-            f"Nova: {state.get('reply', '')}",
-            "",
-            p.subject_header,
-            f"User: {state['user_text']}",
-        ]
+def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
+    language = ctx.settings.language
+    labels = labels_for(language)
+    instruction = Instruction(
+        role=ROLE.get(language, ROLE["en"]), output=OUTPUT.get(language, OUTPUT["en"])
     )
+    return [
+        {"role": "system", "content": evaluator_system(labels, instruction, doubt=False)},
+        {
+            "role": "user",
+            "content": evaluation_prompt(
+                labels, Situation.from_state(state, with_answer=True), Subject(state["user_text"])
+            ),
+        },
+    ]
 
 
 async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
-    messages = [
-        {"role": "system", "content": ctx.prompts.salience},
-        {"role": "user", "content": build_prompt(state, ctx)},
-    ]
-    parsed = await ask_structured(ctx, "salience", messages, SalienceOutput)
+    parsed = await ask_structured(ctx, "salience", salience_messages(state, ctx), SalienceOutput)
     if parsed is None:
         # Unknown importance is not "unimportant": nothing is stored, and the trace says why.
         return {"salience": {"score": None, "summary": "", "malformed": True}}

@@ -1,7 +1,6 @@
 """The prompt texts of the first nodes, per language.
 
-Judging prompts (salience now; judges and corrector later) keep the SITUATION and the SUBJECT
-in two visibly separated blocks, the subject last (../shared/DESIGN.md).
+Judging prompts (judges, corrector, salience) are built by ``prompts/evaluation.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +15,6 @@ class Prompts:
     memory_intro: str
     tone_line: str
     router: str
-    salience: str
-    situation_header: str
-    subject_header: str
     intent_line: str
 
 
@@ -38,15 +34,6 @@ EN = Prompts(
         '"tone": the tone the user wants back, such as "warm", "neutral", "playful", '
         '"needs_check": true only if the answer needs facts to be checked}.'
     ),
-    salience=(
-        "Rate how much the USER's message matters for remembering them later (0 = nothing "
-        "worth keeping, 1 = an important fact about their life, plans or feelings). Judge ONLY "
-        "the subject below; the situation only explains it. When in doubt, rate low. Reply with "
-        'ONE JSON object: {"score": number between 0 and 1, "summary": one sentence about the '
-        'user in third person, or ""}.'
-    ),
-    situation_header="=== SITUATION (background, not to be judged) ===",
-    subject_header="=== SUBJECT (judge only this) ===",
     intent_line="Intent: {intent}; desired tone: {tone}.",
 )
 
@@ -66,15 +53,6 @@ DE = Prompts(
         '"tone": der gewünschte Ton, etwa "warm", "neutral", "verspielt", '
         '"needs_check": true nur, wenn die Antwort Fakten prüfen muss}.'
     ),
-    salience=(
-        "Bewerte, wie wichtig die Nachricht der PERSON ist, um sich später an sie zu erinnern "
-        "(0 = nichts Behaltenswertes, 1 = eine wichtige Tatsache über ihr Leben, ihre Pläne oder "
-        "Gefühle). Bewerte NUR das Bewertungsobjekt unten; das Lagebild erklärt es nur. Im "
-        'Zweifel niedrig. Antworte mit GENAU EINEM JSON-Objekt: {"score": Zahl zwischen 0 und 1, '
-        '"summary": ein Satz über die Person in der dritten Person, oder ""}.'
-    ),
-    situation_header="=== LAGEBILD (Hintergrund, nicht zu bewerten) ===",
-    subject_header="=== BEWERTUNGSOBJEKT (nur dies bewerten) ===",
     intent_line="Absicht: {intent}; gewünschter Ton: {tone}.",
 )
 

@@ -262,6 +262,50 @@ class Database:
             for r in rows
         ]
 
+    # -- user profile and timeline (first version: read by the enricher) ---------------
+    def set_profile(self, user_id: str, part: str, text: str) -> int:
+        """Store a new version of the profile's ``core`` or ``adaptive`` part; return it."""
+        with self.transaction() as c:
+            row = c.execute(
+                "SELECT COALESCE(MAX(version), 0) FROM profiles WHERE user_id = ? AND part = ?",
+                (user_id, part),
+            ).fetchone()
+            version = int(row[0]) + 1
+            c.execute(
+                "INSERT INTO profiles (user_id, part, version, text, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (user_id, part, version, text, now()),
+            )
+        return version
+
+    def profile(self, user_id: str) -> dict[str, str]:
+        """The latest ``core`` and ``adaptive`` texts (parts never written are absent)."""
+        rows = self.conn.execute(
+            "SELECT part, text FROM profiles p WHERE user_id = ? AND version = "
+            "(SELECT MAX(version) FROM profiles q WHERE q.user_id = p.user_id AND q.part = p.part)",
+            (user_id,),
+        )
+        return {r["part"]: r["text"] for r in rows}
+
+    def add_timeline(
+        self, user_id: str, happens_on: str, text: str, source_turn_id: int | None = None
+    ) -> int:
+        with self.transaction() as c:
+            cur = c.execute(
+                "INSERT INTO timeline (user_id, happens_on, text, source_turn_id, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (user_id, happens_on, text, source_turn_id, now()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def timeline_between(self, user_id: str, start: str, end: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT id, happens_on, text FROM timeline WHERE user_id = ? "
+            "AND happens_on BETWEEN ? AND ? ORDER BY happens_on, id",
+            (user_id, start, end),
+        )
+        return [dict(r) for r in rows]
+
     # -- events ------------------------------------------------------------------------
     def events_of_turn(self, turn_id: int) -> list[dict[str, Any]]:
         rows = self.conn.execute(

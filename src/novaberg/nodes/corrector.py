@@ -1,0 +1,76 @@
+"""Corrector: rewrites the answer from the reasons of the judges that voted ``revise``.
+
+Same separation as the judges: the situation explains, the reviewers' reasons say what to fix,
+the subject (message + answer) comes last, and the rule is explicit that the correction
+concerns only the subject — a worry from the profile must not wander into an answer about
+pancakes (../shared/seeds/002, "drift"). The judges then vote again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from novaberg.backends.base import ChatRequest
+from novaberg.graph.state import TurnState
+from novaberg.nodes.context import TurnContext
+from novaberg.prompts.evaluation import (
+    Instruction,
+    Situation,
+    Subject,
+    evaluation_prompt,
+    evaluator_system,
+    labels_for,
+)
+
+ROLE = {
+    "en": "You are Nova's corrector. Rewrite the answer in the subject so that it fixes what "
+    "the reviewers' reasons name. The correction concerns ONLY the subject: do not bring in "
+    "topics from the situation that the user's message does not ask about. Keep Nova's voice "
+    "and the user's language.",
+    "de": "Du bist Novas Korrektor. Schreibe die Antwort im Bewertungsobjekt so um, dass sie "
+    "behebt, was die Begründungen der Prüfer nennen. Die Korrektur bezieht sich NUR auf das "
+    "Bewertungsobjekt: Bring keine Themen aus dem Lagebild ein, nach denen die Nachricht nicht "
+    "fragt. Behalte Novas Stimme und die Sprache der Person.",
+}
+OUTPUT = {
+    "en": "Reply with the corrected answer only, as Nova would say it.",
+    "de": "Antworte nur mit der korrigierten Antwort, so wie Nova sie sagen würde.",
+}
+
+
+def corrector_messages(
+    state: TurnState, ctx: TurnContext, reasons: list[str]
+) -> list[dict[str, Any]]:
+    language = ctx.settings.language
+    labels = labels_for(language)
+    instruction = Instruction(
+        role=ROLE.get(language, ROLE["en"]), output=OUTPUT.get(language, OUTPUT["en"])
+    )
+    return [
+        {"role": "system", "content": evaluator_system(labels, instruction, doubt=False)},
+        {
+            "role": "user",
+            "content": evaluation_prompt(
+                labels,
+                Situation.from_state(state),
+                Subject(state["user_text"], state["reply"]),
+                review=reasons,
+            ),
+        },
+    ]
+
+
+async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    votes = (state.get("tribunal") or {}).get("votes", [])
+    reasons = [f"{v['judge']}: {v['reason'] or 'revise'}" for v in votes if v["vote"] == "revise"]
+    request = ChatRequest(
+        caller="corrector", messages=corrector_messages(state, ctx, reasons), think=False
+    )
+    result = await ctx.llm(request)
+    previous = state.get("corrector") or {}
+    rounds = previous.get("rounds", 0) + 1
+    text = result.response.content.strip()
+    if not text:
+        # Nothing usable: the answer stays as it was, and the trace says the round failed.
+        return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False}}
+    return {"reply": text, "corrector": {"rounds": rounds, "reasons": reasons, "applied": True}}

@@ -1,0 +1,176 @@
+"""The one prompt builder of every judging node: SITUATION and SUBJECT, kept apart.
+
+An LLM cannot "not look" at what it is shown (../shared/seeds/002: judges warned about privacy
+for data the user gave themselves, salience averaged a stressed message with a calm answer, the
+corrector drifted toward a worry from the profile). So every judge, the corrector and salience
+get two visibly separated blocks: the SITUATION explains, the SUBJECT is judged, and it comes
+LAST. Only this module writes those blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Labels:
+    situation_header: str
+    subject_header: str
+    review_header: str
+    intent: str
+    tone: str
+    memory: str
+    profile_core: str
+    profile_adaptive: str
+    timeline: str
+    background_answer: str
+    user_message: str
+    answer: str
+    judge_only_subject: str
+    when_in_doubt: str
+    not_a_problem: str
+
+
+EN = Labels(
+    situation_header="=== SITUATION (background, not to be judged) ===",
+    subject_header="=== SUBJECT (judge only this) ===",
+    review_header="=== REVIEWERS' REASONS (what to fix in the subject) ===",
+    intent="Intent",
+    tone="Desired tone",
+    memory="What Nova remembers about the user",
+    profile_core="User profile, stable",
+    profile_adaptive="User profile, current",
+    timeline="Timeline",
+    background_answer="Nova's answer (background only)",
+    user_message="User message:",
+    answer="Answer under judgement:",
+    judge_only_subject=(
+        "Judge ONLY the subject. The situation explains it; it is never itself the problem."
+    ),
+    when_in_doubt="When in doubt: ok.",
+    not_a_problem="These are NOT problems:",
+)
+
+DE = Labels(
+    situation_header="=== LAGEBILD (Hintergrund, nicht zu bewerten) ===",
+    subject_header="=== BEWERTUNGSOBJEKT (nur dies bewerten) ===",
+    review_header="=== BEGRÜNDUNGEN DER PRÜFER (was am Bewertungsobjekt zu ändern ist) ===",
+    intent="Absicht",
+    tone="Gewünschter Ton",
+    memory="Was Nova über die Person weiß",
+    profile_core="Profil der Person, beständig",
+    profile_adaptive="Profil der Person, aktuell",
+    timeline="Zeitleiste",
+    background_answer="Novas Antwort (nur Hintergrund)",
+    user_message="Nachricht der Person:",
+    answer="Zu bewertende Antwort:",
+    judge_only_subject=(
+        "Bewerte AUSSCHLIESSLICH das Bewertungsobjekt. Das Lagebild erklärt es; es ist nie "
+        "selbst das Problem."
+    ),
+    when_in_doubt="Im Zweifel: ok.",
+    not_a_problem="Das sind KEINE Probleme:",
+)
+
+
+def labels_for(language: str) -> Labels:
+    return DE if language == "de" else EN
+
+
+@dataclass(frozen=True)
+class Situation:
+    """Background a judging node may know but must not judge."""
+
+    intent: str = ""
+    tone: str = ""
+    memories: Sequence[str] = ()
+    profile_core: str = ""
+    profile_adaptive: str = ""
+    timeline: Sequence[tuple[str, str]] = ()
+    background_answer: str = ""
+
+    @classmethod
+    def from_state(cls, state: Any, *, with_answer: bool = False) -> Situation:
+        route = state.get("router") or {}
+        context = state.get("context") or {}
+        profile = context.get("profile") or {}
+        return cls(
+            intent=str(route.get("intent") or ""),
+            tone=str(route.get("tone") or ""),
+            memories=tuple(m["text"] for m in context.get("memories") or ()),
+            profile_core=profile.get("core", ""),
+            profile_adaptive=profile.get("adaptive", ""),
+            timeline=tuple((t["date"], t["text"]) for t in context.get("timeline") or ()),
+            background_answer=str(state.get("reply") or "") if with_answer else "",
+        )
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is judged: the user's message, and the answer when there is one to judge."""
+
+    user_message: str
+    answer: str | None = None
+
+
+def situation_block(labels: Labels, situation: Situation) -> str:
+    lines = [labels.situation_header]
+    if situation.background_answer:
+        lines += [f"{labels.background_answer}:", situation.background_answer]
+    if situation.intent or situation.tone:
+        lines.append(
+            f"{labels.intent}: {situation.intent or '-'}; {labels.tone}: {situation.tone or '-'}"
+        )
+    if situation.memories:
+        lines.append(f"{labels.memory}:")
+        lines += [f"- {m}" for m in situation.memories]
+    if situation.profile_core:
+        lines.append(f"{labels.profile_core}: {situation.profile_core}")
+    if situation.profile_adaptive:
+        lines.append(f"{labels.profile_adaptive}: {situation.profile_adaptive}")
+    if situation.timeline:
+        lines.append(f"{labels.timeline}:")
+        lines += [f"- {day}: {text}" for day, text in situation.timeline]
+    return "\n".join(lines)
+
+
+def subject_block(labels: Labels, subject: Subject) -> str:
+    lines = [labels.subject_header, labels.user_message, subject.user_message]
+    if subject.answer is not None:
+        lines += ["", labels.answer, subject.answer]
+    return "\n".join(lines)
+
+
+def evaluation_prompt(
+    labels: Labels, situation: Situation, subject: Subject, review: Sequence[str] = ()
+) -> str:
+    """Situation first, then (for the corrector) the reviewers' reasons, the subject LAST."""
+    blocks = [situation_block(labels, situation)]
+    if review:
+        blocks.append("\n".join([labels.review_header, *(f"- {r}" for r in review)]))
+    blocks.append(subject_block(labels, subject))
+    return "\n\n".join(blocks)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """The system text of a judging node: its role, negative examples, the output format."""
+
+    role: str
+    not_a_problem: Sequence[str] = field(default_factory=tuple)
+    output: str = ""
+
+
+def evaluator_system(labels: Labels, instruction: Instruction, *, doubt: bool = True) -> str:
+    parts = [instruction.role, labels.judge_only_subject]
+    if instruction.not_a_problem:
+        parts.append(
+            "\n".join([labels.not_a_problem, *(f"- {n}" for n in instruction.not_a_problem)])
+        )
+    if doubt:
+        parts.append(labels.when_in_doubt)
+    if instruction.output:
+        parts.append(instruction.output)
+    return "\n\n".join(parts)
