@@ -227,16 +227,22 @@ async def test_german_judges_use_lagebild_and_bewertungsobjekt(
             assert "Bewerte AUSSCHLIESSLICH" in request.body["messages"][0]["content"]
 
 
-async def test_a_custom_judge_from_the_config_file_votes(
-    ollama_env: OllamaTestServer, isolated_env: Path
-) -> None:
+@pytest.fixture
+def brevity_config(isolated_env: Path) -> Path:
     isolated_env.mkdir(parents=True, exist_ok=True)
-    (isolated_env / "config.toml").write_text(
+    path = isolated_env / "config.toml"
+    path.write_text(
         '[tribunal]\njudges = ["persona", "brevity"]\n'
         '[tribunal.custom.brevity]\nfocus = "Is the answer short enough for a chat?"\n'
         'not_a_problem = ["A long answer to a request for details"]\n',
         encoding="utf-8",
     )
+    return path
+
+
+async def test_a_custom_judge_from_the_config_file_votes(
+    ollama_env: OllamaTestServer, brevity_config: Path
+) -> None:
     ollama_env.script("judge_brevity", vote("revise", "Too long."), vote("ok"))
     ollama_env.script("corrector", Reply(content="Short."))
     engine = await Engine.open(load_settings().settings)
