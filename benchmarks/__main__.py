@@ -3,8 +3,10 @@
 1. Orchestration overhead: turns against the test server with 200 ms per call; turn wall time
    divided by the backend time on the critical path (the calls run one after another). At 0 ms:
    the median overhead per turn.
-2. Cold start: ``novaberg ask`` from process start to its first backend request (median).
-3. Embedded generation speed through Novaberg against raw llama-cpp-python, same prompt.
+2. Tribunal: three judges at 300 ms per call with 3 parallel slots, against one judge's
+   latency (and against 1 slot, i.e. sequential); calls per fact-free turn.
+3. Cold start: ``novaberg ask`` from process start to its first backend request (median).
+4. Embedded generation speed through Novaberg against raw llama-cpp-python, same prompt.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.backends.embedded import EmbeddedBackend, default_model_path
 from novaberg.config import Timeouts, load_settings
 from novaberg.engine import Engine
+from novaberg.telemetry import CallRecord
 from novaberg.testing import OllamaTestServer
 
 
@@ -69,6 +72,29 @@ def separate_server(delay_ms: float) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+def _injected(calls: list[CallRecord], delay_s: float) -> float:
+    """The injected delay on the critical path: one delay per sequential group of calls."""
+    fake = [CallRecord(**{**c.__dict__, "backend_ms": delay_s * 1000}) for c in calls]
+    return critical_backend_ms(fake)
+
+
+def critical_backend_ms(calls: list[CallRecord], client_side: bool = False) -> float:
+    """Time on the critical path: calls that overlap in time (the judges of a round) count
+    once, with the longest of them; the rest add up. The server's own account of each call
+    (``backend_ms``), or with ``client_side`` the time the client waited (``ms``)."""
+    total, group_end, group_max = 0.0, -1.0, 0.0
+    for call in sorted(calls, key=lambda c: c.started):
+        end = call.started + call.ms / 1000
+        length = call.ms if client_side else call.backend_ms
+        if call.started < group_end:  # overlaps the running group
+            group_max = max(group_max, length)
+            group_end = max(group_end, end)
+            continue
+        total += group_max
+        group_end, group_max = end, length
+    return total + group_max
+
+
 async def _turns(delay_s: float, turns: int) -> list[dict[str, float]]:
     engine = await Engine.open(load_settings().settings)
     rows = []
@@ -83,9 +109,9 @@ async def _turns(delay_s: float, turns: int) -> list[dict[str, float]]:
                 {
                     "wall_ms": wall,
                     "calls": len(calls),
-                    "injected_ms": len(calls) * delay_s * 1000,
-                    "recorded_ms": sum(c.ms for c in calls),
-                    "server_ms": sum(c.backend_ms for c in calls),
+                    "recorded_ms": critical_backend_ms(calls, client_side=True),
+                    "server_ms": critical_backend_ms(calls),
+                    "injected_ms": _injected(calls, delay_s),
                 }
             )
     finally:
@@ -116,6 +142,48 @@ def orchestration(turns: int) -> dict[str, Any]:
             statistics.median(r["wall_ms"] - r["recorded_ms"] for r in fast), 1
         ),
     }
+
+
+async def _tribunal_turns(turns: int) -> list[dict[str, float]]:
+    engine = await Engine.open(load_settings().settings)
+    rows = []
+    try:
+        await engine.run_turn("warm-up")
+        for i in range(turns):
+            result = await engine.run_turn(f"Wie geht es dir heute? ({i})")
+            judges = [c.ms for c in result.trace.calls if c.caller.startswith("judge_")]
+            rows.append(
+                {
+                    "calls": len(result.trace.calls),
+                    "tribunal_ms": result.trace.node_ms("tribunal"),
+                    "one_judge_ms": statistics.median(judges),
+                }
+            )
+    finally:
+        await engine.aclose()
+    return rows
+
+
+def tribunal(turns: int) -> dict[str, Any]:
+    """Three judges at 300 ms per call: in parallel (3 slots) against one slot (sequential)."""
+    out: dict[str, Any] = {}
+    for slots in (3, 1):
+        with separate_server(300.0) as url, tempfile.TemporaryDirectory() as home:
+            os.environ.update(
+                OLLAMA_HOST=url,
+                NOVABERG_HOME=home,
+                NOVABERG_BACKEND="ollama",
+                NOVABERG_CONCURRENCY__OLLAMA=str(slots),
+            )
+            rows = asyncio.run(_tribunal_turns(turns))
+        ratio = statistics.median(r["tribunal_ms"] / r["one_judge_ms"] for r in rows)
+        out[f"ratio_tribunal_to_one_judge_{slots}_slots_median"] = round(ratio, 3)
+        out[f"tribunal_ms_{slots}_slots_median"] = round(
+            statistics.median(r["tribunal_ms"] for r in rows), 1
+        )
+        out["calls_per_fact_free_turn"] = rows[0]["calls"]
+    os.environ.pop("NOVABERG_CONCURRENCY__OLLAMA", None)
+    return {"turns": turns, **out}
 
 
 def cold_start(runs: int) -> dict[str, Any]:
@@ -187,16 +255,18 @@ def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--tribunal-turns", type=int, default=10)
     parser.add_argument("--cold-runs", type=int, default=7)
     parser.add_argument("--embedded-rounds", type=int, default=8)
     parser.add_argument("--embedded-tokens", type=int, default=128)
     parser.add_argument(
-        "--only", default="orchestration,cold_start,embedded", help="comma-separated parts"
+        "--only", default="orchestration,tribunal,cold_start,embedded", help="comma-separated parts"
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
     args = parser.parse_args()
     parts = {
         "orchestration": lambda: orchestration(args.turns),
+        "tribunal": lambda: tribunal(args.tribunal_turns),
         "cold_start": lambda: cold_start(args.cold_runs),
         "embedded": lambda: embedded_speed(args.embedded_rounds, args.embedded_tokens),
     }

@@ -225,3 +225,48 @@ def test_chat_in_a_terminal_shows_the_running_node_then_streams_the_reply(
     assert "Nova · router" in text  # the live line named the running node
     assert "Nova · responder" in text or "Nova ›" in text
     assert proc.returncode == 0
+
+
+def test_chat_shows_a_revised_answer_below_the_streamed_draft(ollama_env: OllamaTestServer) -> None:
+    ollama_env.script("responder", Reply(content="A cold draft."))
+    ollama_env.script(
+        "judge_psychology",
+        Reply(content='{"vote": "revise", "reason": "cold"}'),
+        Reply(content='{"vote": "ok", "reason": "fine"}'),
+    )
+    ollama_env.script("corrector", Reply(content="A warmer answer."))
+    done = run("chat", input="Mir geht's schlecht.\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.index("A cold draft.") < done.stdout.index("(revised after review)")
+    assert done.stdout.index("(revised after review)") < done.stdout.index("A warmer answer.")
+
+
+def test_eval_reports_every_seed_scenario_on_the_configured_backend(
+    ollama_env: OllamaTestServer,
+) -> None:
+    done = run("eval", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["scenario"] for r in rows] == [
+        "appointment",
+        "knowledge",
+        "personal_data",
+        "overwhelmed",
+        "drift",
+    ]
+    for row in rows:
+        assert row["rounds"] == 1 and row["calls"] == 6
+        assert set(row["votes"]) == {"legal", "psychology", "persona"}
+        assert row["seed_before"] and row["seed_after"]
+    assert rows[-1]["drift"] is False and rows[0]["drift"] is None
+    appointment_judge = next(
+        r for r in ollama_env.requests("/api/chat") if r.caller == "judge_legal"
+    )
+    prompt = appointment_judge.body["messages"][-1]["content"]
+    situation = prompt[: prompt.index("=== SUBJECT")]
+    assert "TÜV" in situation and "Peter's birthday" in situation  # the scenario was seeded
+
+
+def test_eval_rejects_an_unknown_scenario(ollama_env: OllamaTestServer) -> None:
+    done = run("eval", "--scenario", "nope")
+    assert done.returncode == 2 and "appointment" in done.stderr

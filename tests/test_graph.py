@@ -20,7 +20,7 @@ class FakeCtx:
         self.trace = Trace()
 
     def entered(self, node: str) -> None:
-        self.trace.nodes.append(node)
+        self.trace.enter(node)
 
 
 async def test_plain_langgraph_drops_an_undeclared_write_silently() -> None:

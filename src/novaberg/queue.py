@@ -136,6 +136,7 @@ class ModelQueue:
                 think=_sent_think(backend, request),
                 queue_wait_ms=(started - queued) * 1000,
                 attempt=attempt,
+                started=started,
             )
             try:
                 response = await backend.chat(request, streamed.callback)

@@ -7,6 +7,7 @@ what ``novaberg ask --json`` prints and the database keeps.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -43,10 +44,13 @@ class CallRecord:
     """The server's own account of the call (Ollama's ``total_duration``); 0 when unknown."""
     attempt: int = 1
     error: str = ""
+    started: float = field(default=0.0, compare=False)
+    """``time.perf_counter()`` when the request was sent (for ordering; not exported)."""
 
     def contract_view(self) -> dict[str, Any]:
         """The keys of a call in ``novaberg ask --json`` (plus a few compatible extras)."""
         data = asdict(self)
+        del data["started"]
         data["ms"] = round(self.ms, 1)
         data["queue_wait_ms"] = round(self.queue_wait_ms, 1)
         data["backend_ms"] = round(self.backend_ms, 1)
@@ -59,10 +63,23 @@ class Trace:
 
     calls: list[CallRecord] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
+    node_started: list[float] = field(default_factory=list)
+    """``time.perf_counter()`` when each entry of ``nodes`` started."""
     notices: list[str] = field(default_factory=list)
 
     def add_call(self, record: CallRecord) -> None:
         self.calls.append(record)
+
+    def enter(self, node: str) -> None:
+        self.nodes.append(node)
+        self.node_started.append(time.perf_counter())
+
+    def node_ms(self, node: str) -> float:
+        """Wall time of the first run of ``node`` (until the next node started)."""
+        index = self.nodes.index(node)
+        if index + 1 >= len(self.nodes):
+            raise ValueError(f"{node} is the last node; its end is not recorded")
+        return (self.node_started[index + 1] - self.node_started[index]) * 1000
 
     def answered_by(self) -> str:
         """Who answered the turn's calls, e.g. ``ollama/qwen3:4b``, as recorded."""

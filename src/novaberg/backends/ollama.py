@@ -244,6 +244,7 @@ class OllamaBackend:
             for call in message.tool_calls or ():
                 calls.append(ToolCall(call.function.name, dict(call.function.arguments or {})))
             if part.done:
+                await _finish(iterator)
                 return ChatResponse(
                     content="".join(content),
                     thinking="".join(thinking),
@@ -301,6 +302,19 @@ class OllamaBackend:
             return False
         finally:
             current_caller.reset(token)
+
+
+async def _finish(iterator: AsyncIterator[ollama.ChatResponse]) -> None:
+    """Read the stream to its end after the done chunk, so the connection goes back to the
+    pool for the next call; a server that keeps sending after done is cut off."""
+    try:
+        async with asyncio.timeout(1.0):
+            async for _ in iterator:
+                pass
+    except Exception:  # a timeout or a broken tail: drop the connection instead
+        closer = getattr(iterator, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def _fix_for(err: BackendError) -> str:

@@ -86,6 +86,28 @@ def doctor(
     run_doctor(as_json=as_json)
 
 
+@app.command("eval")
+def eval_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option("--scenario", "-s", help="Run only this scenario (repeatable)."),
+    ] = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Reproduce the seed's contamination table on the configured backend.
+
+    Scenarios: appointment (stressed profile + tomorrow's birthday), knowledge (a plain
+    question), personal_data (the user's own appointment), overwhelmed (salience of a stressed
+    message), drift (a worry in the profile must not enter an unrelated answer). Each runs one
+    turn in a temporary NOVABERG_HOME and reports rounds, calls, wall time, votes and salience
+    beside the seed's before/after figures. Needs a capable model to mean much.
+    """
+    from novaberg.cli.eval_cmd import run_eval
+
+    run_eval(as_json=as_json, only=scenario, verbose=verbose)
+
+
 @app.command("config")
 def config_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the settings as JSON.")] = False,

@@ -36,11 +36,15 @@ class TurnView:
         self.live = console.is_terminal
         self.status: Status | None = None
         self.streaming = False
+        self.streamed: list[str] = []
 
     def progress(self, node: str) -> None:
         label = f"[dim]Nova · {node}: {NODE_LABELS.get(node, node)}…[/]"
-        if not self.live or self.streaming:
+        if not self.live:
             return
+        if self.streaming:  # the draft is on screen; the review goes on below it
+            self.console.print()
+            self.streaming = False
         if self.status is None:
             self.status = self.console.status(label, spinner="dots")
             self.status.start()
@@ -52,6 +56,7 @@ class TurnView:
             self.stop_status()
             self.streaming = True
             self.console.print("[bold magenta]Nova ›[/] ", end="")
+        self.streamed.append(piece)
         self.console.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
 
     def stop_status(self) -> None:
@@ -60,11 +65,17 @@ class TurnView:
             self.status = None
 
     def finish(self, reply: str) -> None:
+        """End the turn on screen; a reply the tribunal revised is shown in full below the draft."""
         self.stop_status()
         if self.streaming:
             self.console.print()
-        else:
+        shown = "".join(self.streamed).strip()
+        if not shown:
             self.console.print(f"[bold magenta]Nova ›[/] {reply}", highlight=False)
+        elif shown != reply.strip():
+            self.console.print(
+                f"[dim](revised after review)[/]\n[bold magenta]Nova ›[/] {reply}", highlight=False
+            )
 
 
 def _read(console: Console) -> str | None:

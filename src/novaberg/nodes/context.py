@@ -26,7 +26,7 @@ class TurnContext:
     on_progress: ProgressCallback | None = None
 
     def entered(self, node: str) -> None:
-        self.trace.nodes.append(node)
+        self.trace.enter(node)
         if self.on_progress is not None:
             self.on_progress(node)
 

@@ -488,6 +488,9 @@ class OllamaTestServer:
         self._host = host
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Like Ollama (Go sets TCP_NODELAY): small writes such as the last chunk of a stream go
+        # out at once instead of waiting ~40 ms for a delayed ACK. Accepted sockets inherit it.
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind((host, port))
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
