@@ -142,5 +142,7 @@ async def test_auto_mode_without_ollama_gives_a_notice_and_the_embedded_model_an
     finally:
         await engine.aclose()
     assert result.reply
+    assert "tribunal is off on the embedded model" in engine.notices[1]
+    assert result.contract_json()["tribunal"] is None
     assert {c.backend for c in result.trace.calls} == {"embedded"}
     assert result.trace.answered_by() == "embedded/gemma-3-270m-q4_k_m"

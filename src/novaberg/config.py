@@ -87,6 +87,9 @@ class Tribunal(BaseModel):
         description="judges that vote, by name (empty: no tribunal)",
     )
     max_corrections: int = Field(2, ge=0, le=5, description="corrector rounds at most")
+    on_embedded: bool = Field(
+        False, description="judge on the embedded model too (slow, and too small to judge well)"
+    )
     custom: dict[str, CustomJudge] = Field(default_factory=dict)
 
     @field_validator("judges", mode="before")

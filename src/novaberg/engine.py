@@ -122,13 +122,21 @@ class Engine:
         db: Database,
         graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
     ) -> None:
+        self.notices: list[str] = []
+        embedded = chain.primary.name == "embedded"
+        if embedded and settings.tribunal.judges and not settings.tribunal.on_embedded:
+            settings = settings.model_copy(deep=True)
+            settings.tribunal.judges = []
+            self.notices.append(
+                "The tribunal is off on the embedded model (too small to judge, and each "
+                "vote costs seconds); set tribunal.on_embedded = true to judge anyway."
+            )
         self.settings = settings
         self.chain = chain
         self.db = db
         self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
         self.prompts = prompts_for(settings.language)
         self.graph = graph if graph is not None else compile_turn_graph()
-        self.notices: list[str] = []
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
@@ -144,7 +152,7 @@ class Engine:
             compiling.cancel()
             raise
         engine = cls(settings, chain, db, graph=await compiling)
-        engine.notices = notices
+        engine.notices[:0] = notices
         return engine
 
     async def aclose(self) -> None:

@@ -64,7 +64,7 @@ def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list
 
 async def _vote(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> dict[str, Any]:
     parsed = await ask_structured(
-        ctx, f"judge_{judge.name}", judge_messages(state, ctx, judge), Vote
+        ctx, f"judge_{judge.name}", judge_messages(state, ctx, judge), Vote, max_tokens=160
     )
     if parsed is None:
         return {"judge": judge.name, "vote": "ok", "reason": "", "malformed": True}
