@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import inspect
 import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback
+from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback, emit
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.guards import classify
 from novaberg.config import Retries
@@ -192,8 +190,5 @@ class _StreamWatch:
         self.callback: TokenCallback | None = self._forward if on_token else None
 
     async def _forward(self, piece: str) -> None:
-        assert self._on_token is not None
         self.passed_on = True
-        result: Any = self._on_token(piece)
-        if inspect.isawaitable(result):
-            await result
+        await emit(self._on_token, piece)

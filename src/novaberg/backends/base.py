@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 TokenCallback = Callable[[str], Awaitable[None] | None]
 """Receives each piece of CONTENT as it streams in (thinking is never passed on)."""
@@ -16,6 +20,24 @@ current_caller: contextvars.ContextVar[str] = contextvars.ContextVar(
     "novaberg_caller", default="unknown"
 )
 """The caller of the request being sent; every backend puts it in ``X-Novaberg-Caller``."""
+
+
+async def emit(on_token: TokenCallback | None, piece: str) -> None:
+    """Pass a content piece to the callback, awaiting it if it is a coroutine function."""
+    if on_token is not None and piece:
+        result = on_token(piece)
+        if inspect.isawaitable(result):
+            await result
+
+
+async def first_within(items: AsyncIterator[T], seconds: float) -> AsyncIterator[T]:
+    """The items of a stream; the first must arrive within ``seconds`` (else ``TimeoutError``)."""
+    try:
+        yield await asyncio.wait_for(anext(items), timeout=seconds)
+    except StopAsyncIteration:
+        return
+    async for item in items:
+        yield item
 
 
 @dataclass(frozen=True)

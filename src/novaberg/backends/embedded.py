@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from novaberg.backends.base import BackendStatus, ChatRequest, ChatResponse, TokenCallback
+from novaberg.backends.base import (
+    BackendStatus,
+    ChatRequest,
+    ChatResponse,
+    TokenCallback,
+    emit,
+)
 from novaberg.config import Timeouts
 from novaberg.errors import BackendError, BackendTimeout, ConfigError
 
@@ -226,10 +231,7 @@ class EmbeddedBackend:
                             model=self.model,
                         )
                     content.append(item)
-                    if on_token is not None:
-                        result = on_token(item)
-                        if inspect.isawaitable(result):
-                            await result
+                    await emit(on_token, item)
         except TimeoutError:
             raise BackendTimeout(
                 f"The embedded model took longer than {self.timeouts.total_s}s.",

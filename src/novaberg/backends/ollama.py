@@ -16,7 +16,6 @@ Quirks handled here, once (see ../shared/OLLAMA.md):
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,6 +31,8 @@ from novaberg.backends.base import (
     TokenCallback,
     ToolCall,
     current_caller,
+    emit,
+    first_within,
 )
 from novaberg.config import Timeouts
 from novaberg.errors import (
@@ -215,36 +216,18 @@ class OllamaBackend:
         thinking: list[str] = []
         calls: list[ToolCall] = []
         iterator = stream.__aiter__()
-        first = True
-        while True:
-            try:
-                if first:
-                    part = await asyncio.wait_for(
-                        iterator.__anext__(), timeout=self.timeouts.first_token_s
-                    )
-                    first = False
-                else:
-                    part = await iterator.__anext__()
-            except StopAsyncIteration:
-                raise StreamCut(
-                    f"Ollama at {self.host} ended the stream without its done chunk; "
-                    "the answer is incomplete and was not used.",
-                    backend=self.name,
-                    model=self.model,
-                ) from None
+        parts = first_within(iterator, self.timeouts.first_token_s)
+        async for part in parts:
             message = part.message
             if message.thinking:
                 thinking.append(message.thinking)
             if message.content:
                 content.append(message.content)
-                if on_token is not None:
-                    result = on_token(message.content)
-                    if inspect.isawaitable(result):
-                        await result
+                await emit(on_token, message.content)
             for call in message.tool_calls or ():
                 calls.append(ToolCall(call.function.name, dict(call.function.arguments or {})))
             if part.done:
-                await _finish(iterator)
+                await _finish(parts, iterator)
                 return ChatResponse(
                     content="".join(content),
                     thinking="".join(thinking),
@@ -259,6 +242,12 @@ class OllamaBackend:
                     backend=self.name,
                     model=part.model or self.model,
                 )
+        raise StreamCut(
+            f"Ollama at {self.host} ended the stream without its done chunk; "
+            "the answer is incomplete and was not used.",
+            backend=self.name,
+            model=self.model,
+        )
 
     async def status(self) -> BackendStatus:
         token = current_caller.set("doctor")
@@ -304,15 +293,16 @@ class OllamaBackend:
             current_caller.reset(token)
 
 
-async def _finish(iterator: AsyncIterator[ollama.ChatResponse]) -> None:
-    """Read the stream to its end after the done chunk, so the connection goes back to the
-    pool for the next call; a server that keeps sending after done is cut off."""
+async def _finish(rest: AsyncIterator[Any], stream: AsyncIterator[Any]) -> None:
+    """Read ``rest`` to its end after the done chunk, so the connection goes back to the pool
+    for the next call; if that fails or takes long, ``stream`` is closed (and so is the
+    connection)."""
     try:
         async with asyncio.timeout(1.0):
-            async for _ in iterator:
+            async for _ in rest:
                 pass
-    except Exception:  # a timeout or a broken tail: drop the connection instead
-        closer = getattr(iterator, "aclose", None)
+    except Exception:  # a timeout or a broken tail
+        closer = getattr(stream, "aclose", None)
         if closer is not None:
             await closer()
 

@@ -8,7 +8,6 @@ Reasoning arrives in one of three shapes, all normalised here into ``ChatRespons
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from typing import Any
 
@@ -21,6 +20,8 @@ from novaberg.backends.base import (
     ChatResponse,
     TokenCallback,
     ToolCall,
+    emit,
+    first_within,
 )
 from novaberg.backends.reasoning import ThinkTagSplitter
 from novaberg.config import Timeouts
@@ -126,29 +127,14 @@ class OpenAICompatBackend:
                 await response.aread()
                 raise self._http_error(response)
             acc = _Accumulator()
-            lines = response.aiter_lines()
-            first = True
-            while True:
-                try:
-                    if first:
-                        line = await asyncio.wait_for(
-                            lines.__anext__(), timeout=self.timeouts.first_token_s
-                        )
-                    else:
-                        line = await lines.__anext__()
-                except StopAsyncIteration:
-                    break
+            lines = first_within(response.aiter_lines(), self.timeouts.first_token_s)
+            async for line in lines:
                 if not line.startswith("data:"):
                     continue
-                first = False
                 data = line[5:].strip()
                 if data == "[DONE]":
                     return acc.result(self.name, self.model)
-                piece = acc.feed(json.loads(data))
-                if piece and on_token is not None:
-                    result = on_token(piece)
-                    if inspect.isawaitable(result):
-                        await result
+                await emit(on_token, acc.feed(json.loads(data)))
         raise StreamCut(
             f"OpenAI-compatible server at {self.base_url} ended the stream without [DONE]; "
             "the answer is incomplete and was not used.",

@@ -13,14 +13,7 @@ from typing import Any
 from novaberg.backends.base import ChatRequest
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.prompts.evaluation import (
-    Instruction,
-    Situation,
-    Subject,
-    evaluation_prompt,
-    evaluator_system,
-    labels_for,
-)
+from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
 
 ROLE = {
     "en": "You are Nova's corrector. Rewrite the answer in the subject so that it fixes what "
@@ -42,22 +35,12 @@ def corrector_messages(
     state: TurnState, ctx: TurnContext, reasons: list[str]
 ) -> list[dict[str, Any]]:
     language = ctx.settings.language
-    labels = labels_for(language)
     instruction = Instruction(
         role=ROLE.get(language, ROLE["en"]), output=OUTPUT.get(language, OUTPUT["en"])
     )
-    return [
-        {"role": "system", "content": evaluator_system(labels, instruction, doubt=False)},
-        {
-            "role": "user",
-            "content": evaluation_prompt(
-                labels,
-                Situation.from_state(state),
-                Subject(state["user_text"], state["reply"]),
-                review=reasons,
-            ),
-        },
-    ]
+    situation = Situation.from_state(state)
+    subject = Subject(state["user_text"], state["reply"])
+    return judging_messages(language, instruction, situation, subject, review=reasons, doubt=False)
 
 
 async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

@@ -13,14 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured
-from novaberg.prompts.evaluation import (
-    Instruction,
-    Situation,
-    Subject,
-    evaluation_prompt,
-    evaluator_system,
-    labels_for,
-)
+from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
 
 ROLE = {
     "en": "You rate how much the USER's message matters for remembering them later: 0 = nothing "
@@ -48,19 +41,12 @@ class SalienceOutput(BaseModel):
 
 def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     language = ctx.settings.language
-    labels = labels_for(language)
     instruction = Instruction(
         role=ROLE.get(language, ROLE["en"]), output=OUTPUT.get(language, OUTPUT["en"])
     )
-    return [
-        {"role": "system", "content": evaluator_system(labels, instruction, doubt=False)},
-        {
-            "role": "user",
-            "content": evaluation_prompt(
-                labels, Situation.from_state(state, with_answer=True), Subject(state["user_text"])
-            ),
-        },
-    ]
+    situation = Situation.from_state(state, with_answer=True)
+    subject = Subject(state["user_text"])
+    return judging_messages(language, instruction, situation, subject, doubt=False)
 
 
 async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

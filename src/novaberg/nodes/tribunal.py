@@ -18,13 +18,7 @@ from novaberg.config import Settings
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured
-from novaberg.prompts.evaluation import (
-    Situation,
-    Subject,
-    evaluation_prompt,
-    evaluator_system,
-    labels_for,
-)
+from novaberg.prompts.evaluation import Situation, Subject, judging_messages
 from novaberg.prompts.judges import BUILTIN_JUDGES, JudgeSpec, custom_judge
 
 
@@ -47,19 +41,10 @@ def configured_judges(settings: Settings) -> list[JudgeSpec]:
 
 
 def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list[dict[str, Any]]:
-    labels = labels_for(ctx.settings.language)
-    return [
-        {
-            "role": "system",
-            "content": evaluator_system(labels, judge.instruction(ctx.settings.language)),
-        },
-        {
-            "role": "user",
-            "content": evaluation_prompt(
-                labels, Situation.from_state(state), Subject(state["user_text"], state["reply"])
-            ),
-        },
-    ]
+    language = ctx.settings.language
+    situation = Situation.from_state(state)
+    subject = Subject(state["user_text"], state["reply"])
+    return judging_messages(language, judge.instruction(language), situation, subject)
 
 
 async def _vote(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> dict[str, Any]:

@@ -163,6 +163,24 @@ class Instruction:
     output: str = ""
 
 
+def judging_messages(
+    language: str,
+    instruction: Instruction,
+    situation: Situation,
+    subject: Subject,
+    *,
+    review: Sequence[str] = (),
+    doubt: bool = True,
+) -> list[dict[str, Any]]:
+    """The chat messages of a judging node: its instruction as the system message, the
+    situation/subject prompt as the user message."""
+    labels = labels_for(language)
+    return [
+        {"role": "system", "content": evaluator_system(labels, instruction, doubt=doubt)},
+        {"role": "user", "content": evaluation_prompt(labels, situation, subject, review)},
+    ]
+
+
 def evaluator_system(labels: Labels, instruction: Instruction, *, doubt: bool = True) -> str:
     parts = [instruction.role, labels.judge_only_subject]
     if instruction.not_a_problem:
