@@ -165,7 +165,7 @@ async def test_per_backend_concurrency_limit_is_respected(
         *(queue.submit(ChatRequest(caller=f"job{i}", messages=MSG), trace=trace) for i in range(5))
     )
     waits = sorted(c.queue_wait_ms for c in trace.calls)
-    assert waits[0] < 50 and waits[1] < 50  # two start at once
+    assert waits[0] < 100 and waits[1] < 100  # two start at once
     assert waits[2] > 150 and waits[3] > 150  # two wait one round
     assert waits[4] > 350  # the fifth waits two rounds
 
