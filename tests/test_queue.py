@@ -189,3 +189,61 @@ async def test_cancelled_waiter_gives_its_place_back(
     later = await queue.submit(ChatRequest(caller="later", messages=MSG), trace=trace)
     assert later.record.queue_wait_ms < 50
     assert "gone" not in [r.caller for r in server.requests("/api/chat")]
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
+
+
+async def test_a_dropped_tool_call_is_recorded_and_retried_once(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script(
+        "thinker",
+        Reply.dropped_tool_call("timeline"),  # not in tools: swallowed
+        Reply.dropped_tool_call("web_search", {"query": "x"}),
+    )
+    trace = Trace()
+    result = await make_queue(backend).submit(
+        ChatRequest(caller="thinker", messages=MSG, tools=TOOLS, think=False), trace=trace
+    )
+    assert [c.outcome for c in trace.calls] == ["dropped_tool_call", "ok"]
+    assert trace.calls[0].eval_count > 0 and trace.calls[0].content_len == 0
+    assert [t.name for t in result.response.tool_calls] == ["web_search"]
+    bodies = [r.body for r in server.requests("/api/chat")]
+    assert all(b["tools"] == TOOLS for b in bodies)  # the retry carries the full tool list
+
+
+async def test_dropped_twice_with_thinking_tries_once_more_without_thinking(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script(
+        "thinker",
+        Reply.dropped_tool_call("timeline"),
+        Reply.dropped_tool_call("timeline"),
+        Reply(content="RESULT: OK"),
+    )
+    trace = Trace()
+    result = await make_queue(backend).submit(
+        ChatRequest(caller="thinker", messages=MSG, tools=TOOLS, think=True), trace=trace
+    )
+    assert [c.outcome for c in trace.calls] == ["dropped_tool_call", "dropped_tool_call", "ok"]
+    assert [r.body["think"] for r in server.requests("/api/chat")] == [True, True, False]
+    assert result.response.content == "RESULT: OK"
+
+
+async def test_the_same_shape_without_tools_is_an_empty_answer_not_retried(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="", eval_count=12))
+    trace = Trace()
+    await make_queue(backend).submit(ChatRequest(caller="responder", messages=MSG), trace=trace)
+    assert [c.outcome for c in trace.calls] == ["empty_answer"]

@@ -14,7 +14,7 @@ import heapq
 import itertools
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback, emit
 from novaberg.backends.chain import BackendChain
@@ -93,7 +93,32 @@ class ModelQueue:
         priority: int = FOREGROUND,
         on_token: TokenCallback | None = None,
     ) -> LLMResult:
-        """Run one call; raise a :class:`BackendError` when no backend could answer."""
+        """Run one call; raise a :class:`BackendError` when no backend could answer.
+
+        A dropped tool call (empty content, no tool calls, ``eval_count > 0`` on a request that
+        carried tools — ollama#19187) is retried once with the same, full tool list; if thinking
+        was on and it is dropped again, once more with ``think: false``. Every request is
+        recorded, the dropped ones with outcome ``dropped_tool_call``.
+        """
+        result = await self._submit(request, trace, priority, on_token)
+        if result.record.outcome != "dropped_tool_call":
+            return result
+        log.warning(
+            "%s: a tool call was dropped by the server; retrying with all tools", request.caller
+        )
+        result = await self._submit(request, trace, priority, on_token)
+        if result.record.outcome == "dropped_tool_call" and request.think:
+            log.warning("%s: dropped again; retrying with think: false", request.caller)
+            result = await self._submit(replace(request, think=False), trace, priority, on_token)
+        return result
+
+    async def _submit(
+        self,
+        request: ChatRequest,
+        trace: Trace,
+        priority: int,
+        on_token: TokenCallback | None,
+    ) -> LLMResult:
         causes: list[BackendError] = []
         streamed = _StreamWatch(on_token)
         for backend in self.chain.candidates():
