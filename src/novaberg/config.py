@@ -147,6 +147,7 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(8000, ge=1, description="longest accepted user message")
     breaker_cooldown_s: float = Field(30.0, ge=0, description="a failed backend rests this long")
     history_turns: int = Field(6, ge=0, le=100, description="earlier turns the responder sees")
+    searxng_url: str | None = Field(None, description="SearxNG instance for web_search")
     salience_threshold: float = Field(0.6, ge=0, le=1, description="remember at or above")
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retries: Retries = Field(default_factory=Retries)

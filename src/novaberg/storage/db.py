@@ -262,6 +262,20 @@ class Database:
             for r in rows
         ]
 
+    def search_memories(self, user_id: str, query: str, limit: int) -> list[Memory]:
+        """Memories of this user that contain any word of ``query`` (first version)."""
+        words = [w for w in query.lower().split() if len(w) > 2][:8] or [query.lower()]
+        clause = " OR ".join("lower(text) LIKE ?" for _ in words)
+        rows = self.conn.execute(
+            f"SELECT id, text, score, source_turn_id, created_at FROM memories "
+            f"WHERE user_id = ? AND ({clause}) ORDER BY id DESC LIMIT ?",
+            (user_id, *(f"%{w}%" for w in words), limit),
+        )
+        return [
+            Memory(r["id"], r["text"], r["score"], r["source_turn_id"], r["created_at"])
+            for r in rows
+        ]
+
     # -- user profile and timeline (first version: read by the enricher) ---------------
     def set_profile(self, user_id: str, part: str, text: str) -> int:
         """Store a new version of the profile's ``core`` or ``adaptive`` part; return it."""

@@ -8,5 +8,6 @@ with OllamaTestServer() as server:
 """
 
 from novaberg.testing.ollama_server import ModelSpec, OllamaTestServer, RecordedRequest, Reply
+from novaberg.testing.searxng_server import SearxngTestServer
 
-__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply"]
+__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "SearxngTestServer"]

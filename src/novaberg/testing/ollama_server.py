@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import threading
 import time
 from collections import defaultdict, deque
@@ -25,11 +24,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from novaberg.testing.replies import ReasoningStyle, Reply, sample_for_schema
+from novaberg.testing.serve import ThreadedServer
 
 __all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "create_app"]
 
@@ -485,21 +484,12 @@ class OllamaTestServer:
             models={m.name: m for m in models}, delay_s=delay_s, reasoning_style=reasoning_style
         )
         self.app = create_app(self.state)
-        self._host = host
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Like Ollama (Go sets TCP_NODELAY): small writes such as the last chunk of a stream go
-        # out at once instead of waiting ~40 ms for a delayed ACK. Accepted sockets inherit it.
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socket.bind((host, port))
-        self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        self._runner = ThreadedServer(self.app, host, port)
+        self.port = self._runner.port
 
     @property
     def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
+        return self._runner.url
 
     # scripting
     def script(self, caller: str, *replies: Reply) -> None:
@@ -530,30 +520,15 @@ class OllamaTestServer:
 
     # lifecycle
     def start(self) -> OllamaTestServer:
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._socket]},
-            daemon=True,
-            name="novaberg-ollama-test-server",
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the Ollama test server did not start")
-            time.sleep(0.01)
+        self._runner.start()
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._server.force_exit = True  # do not wait for scripted delays still sleeping
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._socket.close()
+        self._runner.stop()
 
     def serve_forever(self) -> None:
         """Run in the calling thread until interrupted (``novaberg test-server``)."""
-        self._server.run(sockets=[self._socket])
+        self._runner.serve_forever()
 
     def __enter__(self) -> OllamaTestServer:
         return self.start()

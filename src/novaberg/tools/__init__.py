@@ -1,0 +1,1 @@
+"""Tools the thinker may call: a registry (``registry.py``) and one module per tool."""
