@@ -113,6 +113,16 @@ class Tribunal(BaseModel):
         return self
 
 
+class Thinker(BaseModel):
+    """When the thinker checks the draft, and how long it may reason."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["auto", "always", "never"] = Field(
+        "auto", description="auto: when the router says needs_check"
+    )
+    max_iterations: int = Field(5, ge=1, le=20, description="reasoning calls per turn at most")
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -153,6 +163,7 @@ class Settings(BaseSettings):
     retries: Retries = Field(default_factory=Retries)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     tribunal: Tribunal = Field(default_factory=Tribunal)
+    thinker: Thinker = Field(default_factory=Thinker)
 
     @field_validator("fallback", mode="before")
     @classmethod

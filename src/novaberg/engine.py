@@ -16,6 +16,7 @@ from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
 from novaberg.config import Settings
 from novaberg.errors import NovabergError, UsageError
+from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
@@ -32,8 +33,8 @@ __all__ = ["Engine", "TurnResult", "compile_turn_graph", "validate_message"]
 
 
 def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The turn graph: router → enricher → responder → tribunal ⇄ corrector → salience →
-    memory write.
+    """The turn graph: router → enricher → responder → thinker → tribunal ⇄ corrector →
+    salience → memory write (the thinker and the tribunal decide themselves whether to run).
 
     Imported and compiled on demand: LangGraph takes about a second to import, which
     :meth:`Engine.open` overlaps with its first backend request.
@@ -45,6 +46,7 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     from novaberg.nodes.responder import responder
     from novaberg.nodes.router import router
     from novaberg.nodes.salience import salience
+    from novaberg.nodes.thinker import thinker
     from novaberg.nodes.tribunal import route_after_tribunal, tribunal
 
     return build_turn_graph(
@@ -52,6 +54,7 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
             Stage("router", router),
             Stage("enricher", enricher),
             Stage("responder", responder),
+            Stage("thinker", thinker),
             Stage("tribunal", tribunal, after=route_after_tribunal),
             Stage("corrector", corrector, after=lambda _: "tribunal", detour=True),
             Stage("salience", salience),
@@ -134,6 +137,7 @@ class Engine:
         self.settings = settings
         self.chain = chain
         self.db = db
+        self.events = EventQueue(db)
         self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
         self.prompts = prompts_for(settings.language)
         self.graph = graph if graph is not None else compile_turn_graph()
@@ -179,17 +183,58 @@ class Engine:
         conversation_id: int | None = None,
         on_token: TokenCallback | None = None,
         on_progress: ProgressCallback | None = None,
-        origin: str = "user",
     ) -> TurnResult:
-        """Run one turn; store it whole, or mark it failed/aborted and store no messages."""
+        """Run one turn, then any second pass it scheduled (its answer is a follow-up).
+
+        A turn is stored whole, or marked failed/aborted with no messages stored.
+        """
         message = validate_message(text, self.settings)
         conversation = self.conversation_for(conversation_id)
+        result = await self._run(message, conversation, "user", on_token, on_progress)
+        result.followups = await self._drain_self_triggers(result.turn_id, conversation)
+        result.events = self.db.events_of_turn(result.turn_id)
+        return result
+
+    async def _drain_self_triggers(self, turn_id: int, conversation: int) -> list[dict[str, Any]]:
+        followups = []
+        for event in self.events.pending(turn_id):
+            if event.type != "self_trigger":
+                continue
+            self.events.mark(event.id, "running")
+            try:
+                second = await self._run(
+                    event.payload["user_text"], conversation, "self_trigger", None, None
+                )
+            except NovabergError as exc:
+                self.events.mark(event.id, "failed")
+                log.error("self-trigger event %d failed: %s", event.id, exc)
+                continue
+            self.events.mark(event.id, "delivered")
+            log.info(
+                "self-trigger event %d delivered (follow-up stored in turn %d)",
+                event.id,
+                second.turn_id,
+            )
+            followups.append(
+                {"reply": second.reply, "origin": "self_trigger", "turn_id": second.turn_id}
+            )
+        return followups
+
+    async def _run(
+        self,
+        message: str,
+        conversation: int,
+        origin: str,
+        on_token: TokenCallback | None,
+        on_progress: ProgressCallback | None,
+    ) -> TurnResult:
         turn_id = self.db.start_turn(conversation, message, origin)
         ctx = TurnContext(
             settings=self.settings,
             queue=self.queue,
             db=self.db,
             prompts=self.prompts,
+            events=self.events,
             on_token=on_token,
             on_progress=on_progress,
         )
@@ -248,6 +293,7 @@ class Engine:
             trace=trace_doc,
             calls=trace.calls,
             memory=memory,
+            user_message=final.get("origin") != "self_trigger",
         )
         if memory_id is not None:
             log.info("turn %d stored memory %d", turn_id, memory_id)
@@ -258,5 +304,4 @@ class Engine:
             state=final,
             trace=trace,
             memory_id=memory_id,
-            events=self.db.events_of_turn(turn_id),
         )

@@ -44,6 +44,8 @@ class CallRecord:
     """The server's own account of the call (Ollama's ``total_duration``); 0 when unknown."""
     attempt: int = 1
     error: str = ""
+    normalizer: str = ""
+    """The thinking normaliser that read this call's answer (thinker calls only)."""
     started: float = field(default=0.0, compare=False)
     """``time.perf_counter()`` when the request was sent (for ordering; not exported)."""
 

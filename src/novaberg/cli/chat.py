@@ -143,4 +143,6 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             continue
         current = result.conversation_id
         view.finish(result.reply)
+        for followup in result.followups:  # Nova's second look, in her own words
+            console.print(f"[bold magenta]Nova ›[/] {followup['reply']}", highlight=False)
         sys.stdout.flush()

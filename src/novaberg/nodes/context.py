@@ -7,10 +7,13 @@ from dataclasses import dataclass, field
 
 from novaberg.backends.base import ChatRequest, TokenCallback
 from novaberg.config import Settings
+from novaberg.events import EventQueue
 from novaberg.prompts.templates import Prompts
 from novaberg.queue import FOREGROUND, LLMResult, ModelQueue
 from novaberg.storage.db import Database
 from novaberg.telemetry import Trace
+from novaberg.tools.builtin import builtin_registry
+from novaberg.tools.registry import ToolRegistry
 
 ProgressCallback = Callable[[str], None]
 
@@ -21,6 +24,8 @@ class TurnContext:
     queue: ModelQueue
     db: Database
     prompts: Prompts
+    events: EventQueue
+    tools: ToolRegistry = field(default_factory=builtin_registry)
     trace: Trace = field(default_factory=Trace)
     on_token: TokenCallback | None = None
     on_progress: ProgressCallback | None = None

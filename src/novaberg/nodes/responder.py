@@ -8,6 +8,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.errors import ModelOutputError
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
+from novaberg.prompts.thinker import SECOND_PASS
 
 
 def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
@@ -20,6 +21,8 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
         parts.append(p.memory_intro + "\n" + "\n".join(f"- {m['text']}" for m in memories))
     if route.get("tone"):
         parts.append(p.tone_line.format(tone=route["tone"]))
+    if state.get("origin") == "self_trigger":
+        parts.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
     system = "\n\n".join(parts)
     return [
         {"role": "system", "content": system},

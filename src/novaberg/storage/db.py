@@ -149,26 +149,21 @@ class Database:
         trace: dict[str, Any],
         calls: list[CallRecord],
         memory: tuple[str, str, float] | None,
+        user_message: bool = True,
     ) -> int | None:
         """Store a completed turn in one transaction; return the new memory id, if any.
 
-        ``memory`` is ``(user_id, text, score)``.
+        ``memory`` is ``(user_id, text, score)``. ``user_message=False`` for a turn Nova
+        started herself (a self-triggered follow-up): only her message is stored.
         """
         stamp = now()
+        rows = [(conversation_id, turn_id, "user", user_text, stamp)] if user_message else []
+        rows.append((conversation_id, turn_id, "assistant", reply, stamp))
         with self.transaction() as c:
-            c.execute(
+            c.executemany(
                 "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
-                "VALUES (?, ?, 'user', ?, ?), (?, ?, 'assistant', ?, ?)",
-                (
-                    conversation_id,
-                    turn_id,
-                    user_text,
-                    stamp,
-                    conversation_id,
-                    turn_id,
-                    reply,
-                    stamp,
-                ),
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
             )
             memory_id = None
             if memory is not None:
@@ -204,8 +199,8 @@ class Database:
         c.executemany(
             "INSERT INTO llm_calls (turn_id, seq, caller, backend, model, think, content_len, "
             "thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, duration_ms, "
-            "queue_wait_ms, attempt, error, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "queue_wait_ms, attempt, error, normalizer, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     turn_id,
@@ -224,6 +219,7 @@ class Database:
                     r.queue_wait_ms,
                     r.attempt,
                     r.error,
+                    r.normalizer,
                     stamp,
                 )
                 for seq, r in enumerate(calls, start=1)
