@@ -15,7 +15,10 @@ def classify(request: ChatRequest, response: ChatResponse) -> Outcome:
     """The outcome of a response as it came, before any node-level validation."""
     if response.content.strip() or response.tool_calls:
         return "ok"
-    if request.tools and response.eval_count > 0:
+    if request.tools and response.eval_count > 0 and not response.thinking.strip():
+        # Generated tokens, nothing visible: a call to an undeclared name was swallowed
+        # (ollama#19187). With text in thinking it is the think/content split instead, which
+        # the thinker's normaliser reads (case 1 or 2).
         return "dropped_tool_call"
     # Content empty, perhaps everything in thinking: only the thinker's normaliser can tell a
     # moved control line (case 1) from prose (case 2); until it has looked, this is empty.
