@@ -186,6 +186,126 @@ def tribunal(turns: int) -> dict[str, Any]:
     return {"turns": turns, **out}
 
 
+async def _thinker_turns(script: str, turns: int) -> list[dict[str, float]]:
+    """Turns against the shared test server scripted as ``script``; thinker figures."""
+    engine = await Engine.open(load_settings().settings)
+    rows = []
+    try:
+        for i in range(turns):
+            await _script_thinker(script)
+            started = time.perf_counter()
+            result = await engine.run_turn(f"How high is the Zugspitze? ({i})")
+            wall = (time.perf_counter() - started) * 1000
+            thinker = [c for c in result.trace.calls if c.caller.startswith("thinker")]
+            rows.append(
+                {
+                    "turn_ms": wall,
+                    "thinker_ms": result.trace.node_ms("thinker"),
+                    "thinker_calls": len(thinker),
+                    "iterations": (result.state.get("thinker") or {}).get("iterations", 0),
+                    "revised": float(result.reply.startswith("FIXED")),
+                }
+            )
+    finally:
+        await engine.aclose()
+    return rows
+
+
+_THINK_SERVER: list[str] = []
+
+
+def _thinker_script(script: str) -> dict[str, list[dict[str, Any]]]:
+    route = {"intent": "question", "tone": "neutral", "needs_check": True}
+    replies: dict[str, list[dict[str, Any]]] = {
+        "router": [{"content": json.dumps(route)}],
+        "responder": [{"content": "HALLUCINATED: 3,100 m."}],
+    }
+    if script == "clean":
+        replies["thinker"] = [{"content": "RESULT: REVISED\nFIXED: 2,962 m.", "thinking": "..."}]
+    else:  # case 2 on every thinking call; the follow-up recovers
+        replies["thinker"] = [{"content": "", "thinking": "3,100 m is wrong, it is 2,962 m."}] * 5
+        replies["thinker_nachfass"] = [{"content": "RESULT: REVISED\nFIXED: 2,962 m."}]
+    return replies
+
+
+async def _script_thinker(script: str) -> None:
+    async with httpx.AsyncClient(base_url=_THINK_SERVER[0]) as client:
+        await client.post("/_novaberg/reset")
+        for caller, replies in _thinker_script(script).items():
+            await client.post("/_novaberg/script", json={"caller": caller, "replies": replies})
+
+
+async def _naive_loop(turns: int, max_iterations: int = 5) -> list[dict[str, float]]:
+    """The seed's content-only loop: reads ``content`` alone, iterates until a control line."""
+    from novaberg.backends.base import ChatRequest
+    from novaberg.telemetry import Trace
+    from novaberg.thinking import parse_control
+
+    engine = await Engine.open(load_settings().settings)
+    rows = []
+    try:
+        for _ in range(turns):
+            await _script_thinker("case2")
+            trace = Trace()
+            started = time.perf_counter()
+            wasted, decided = 0, False
+            for _ in range(max_iterations):
+                result = await engine.queue.submit(
+                    ChatRequest(
+                        caller="thinker",
+                        think=True,
+                        messages=[{"role": "user", "content": "check the draft"}],
+                    ),
+                    trace=trace,
+                )
+                if parse_control(result.response.content) is not None:
+                    decided = True
+                    break
+                wasted += 1
+            rows.append(
+                {
+                    "thinker_ms": (time.perf_counter() - started) * 1000,
+                    "wasted": wasted,
+                    "revised": float(decided),
+                }
+            )
+    finally:
+        await engine.aclose()
+    return rows
+
+
+def thinker(turns: int) -> dict[str, Any]:
+    """The seed's failure replayed at 250 ms per call: case 2 on every thinking call."""
+    with separate_server(250.0) as url, tempfile.TemporaryDirectory() as home:
+        os.environ.update(OLLAMA_HOST=url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama")
+        _THINK_SERVER[:] = [url]
+        naive = asyncio.run(_naive_loop(turns))
+        clean = asyncio.run(_thinker_turns("clean", turns))
+        recovered = asyncio.run(_thinker_turns("case2", turns))
+    med = statistics.median
+    return {
+        "turns": turns,
+        "naive_wasted_calls_median": med(r["wasted"] for r in naive),
+        "naive_thinker_ms_median": round(med(r["thinker_ms"] for r in naive), 1),
+        "naive_kept_hallucinated_draft_share": 1 - med(r["revised"] for r in naive),
+        "thinker_iterations_median": med(r["iterations"] for r in recovered),
+        "thinker_wasted_iterations": med(r["iterations"] for r in recovered) - 1,
+        "thinker_calls_median": med(r["thinker_calls"] for r in recovered),
+        "thinker_ms_recovered_median": round(med(r["thinker_ms"] for r in recovered), 1),
+        "thinker_ms_clean_median": round(med(r["thinker_ms"] for r in clean), 1),
+        "ratio_naive_to_thinker_ms": round(
+            med(r["thinker_ms"] for r in naive) / med(r["thinker_ms"] for r in recovered), 2
+        ),
+        "ratio_recovered_to_clean_turn": round(
+            med(r["turn_ms"] for r in recovered) / med(r["turn_ms"] for r in clean), 3
+        ),
+        "ratio_recovered_to_clean_thinker_node": round(
+            med(r["thinker_ms"] for r in recovered) / med(r["thinker_ms"] for r in clean), 3
+        ),
+        "recovered_share": med(r["revised"] for r in recovered),
+    }
+
+
 def cold_start(runs: int) -> dict[str, Any]:
     firsts, totals = [], []
     with OllamaTestServer() as server, tempfile.TemporaryDirectory() as home:
@@ -256,17 +376,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--tribunal-turns", type=int, default=10)
+    parser.add_argument("--thinker-turns", type=int, default=5)
     parser.add_argument("--cold-runs", type=int, default=7)
     parser.add_argument("--embedded-rounds", type=int, default=8)
     parser.add_argument("--embedded-tokens", type=int, default=128)
     parser.add_argument(
-        "--only", default="orchestration,tribunal,cold_start,embedded", help="comma-separated parts"
+        "--only",
+        default="orchestration,tribunal,thinker,cold_start,embedded",
+        help="comma-separated parts",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
     args = parser.parse_args()
     parts = {
         "orchestration": lambda: orchestration(args.turns),
         "tribunal": lambda: tribunal(args.tribunal_turns),
+        "thinker": lambda: thinker(args.thinker_turns),
         "cold_start": lambda: cold_start(args.cold_runs),
         "embedded": lambda: embedded_speed(args.embedded_rounds, args.embedded_tokens),
     }
