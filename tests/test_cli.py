@@ -272,3 +272,21 @@ def test_eval_reports_every_seed_scenario_on_the_configured_backend(
 def test_eval_rejects_an_unknown_scenario(ollama_env: OllamaTestServer) -> None:
     done = run("eval", "--scenario", "nope")
     assert done.returncode == 2 and "appointment" in done.stderr
+
+
+def test_chat_prints_a_self_triggered_follow_up_after_the_reply(
+    ollama_env: OllamaTestServer,
+) -> None:
+    check = '{"intent": "question", "tone": "neutral", "needs_check": true}'
+    ollama_env.standing("router", Reply(content=check))
+    ollama_env.script(
+        "responder",
+        Reply(content="A shaky draft."),
+        Reply(content="Having looked again: here is the clear answer."),
+    )
+    ollama_env.script("thinker", Reply.thinking_swallowed_answer("prose only"))
+    ollama_env.script("thinker_nachfass", Reply(content="no decision"), Reply(content="none"))
+    done = run("chat", input="Wie hoch ist die Zugspitze?\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("let me go through that again") < out.index("here is the clear answer")
