@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -24,6 +25,17 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def close_llama_cpp_devnull() -> Iterator[None]:
+    """llama-cpp-python opens two /dev/null files at import and never closes them; close them
+    after the session so the interpreter's exit does not print ResourceWarnings."""
+    yield
+    utils = sys.modules.get("llama_cpp._utils")
+    if utils is not None:
+        utils.outnull_file.close()
+        utils.errnull_file.close()
 
 
 @pytest.fixture(scope="session")

@@ -269,3 +269,23 @@ async def test_the_thinker_runs_only_when_asked(
         assert forced.contract_json()["thinker"]["result"] == "ok"
     finally:
         await engine.aclose()
+
+
+async def test_prose_in_content_without_a_decision_is_malformed_then_followed_up(
+    engine: Engine, checking: OllamaTestServer
+) -> None:
+    checking.script("thinker", Reply(content="I believe the draft might be off."))
+    checking.script("thinker_nachfass", Reply(content="RESULT: OK"))
+    result = await engine.run_turn(QUESTION)
+    assert [c[1] for c in thinker_calls(result)] == ["malformed", "ok"]
+    assert result.contract_json()["thinker"]["result"] == "ok"
+
+
+async def test_the_second_pass_weighs_nothing_again(
+    engine: Engine, checking: OllamaTestServer
+) -> None:
+    checking.script("thinker", Reply.thinking_swallowed_answer("prose"))
+    checking.script("thinker_nachfass", Reply(content="x"), Reply(content="y"))
+    result = await engine.run_turn(QUESTION)
+    assert len(result.followups) == 1
+    assert len(checking.requests("/api/chat", caller="salience")) == 1  # the first turn only

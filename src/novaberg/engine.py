@@ -134,6 +134,13 @@ class Engine:
                 "The tribunal is off on the embedded model (too small to judge, and each "
                 "vote costs seconds); set tribunal.on_embedded = true to judge anyway."
             )
+        if embedded and settings.thinker.mode == "auto":
+            settings = settings.model_copy(deep=True)
+            settings.thinker.mode = "never"
+            self.notices.append(
+                "The thinker is off on the embedded model (it cannot follow the tool protocol); "
+                "set thinker.mode = always to run it anyway."
+            )
         self.settings = settings
         self.chain = chain
         self.db = db

@@ -50,6 +50,8 @@ def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]
 
 
 async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    if state.get("origin") == "self_trigger":
+        return {}  # Nova's own second look: the user's message was weighed in its first turn
     parsed = await ask_structured(ctx, "salience", salience_messages(state, ctx), SalienceOutput)
     if parsed is None:
         # Unknown importance is not "unimportant": nothing is stored, and the trace says why.

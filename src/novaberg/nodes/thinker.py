@@ -80,6 +80,8 @@ class _Loop:
         if normalized.outcome != "ok" and result.record.outcome in ("ok", "empty_answer"):
             result.record.outcome = normalized.outcome
         control = parse_control(normalized.content)
+        if control is None and result.record.outcome == "ok":
+            result.record.outcome = "malformed"  # text, but no control line: not usable
         material = response.thinking or response.content
         while control is None and material.strip() and self.follow_ups < MAX_FOLLOW_UPS:
             control = await self.follow_up(material)
