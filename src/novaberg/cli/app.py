@@ -117,8 +117,9 @@ def config_cmd(
     Environment: OLLAMA_HOST, NOVABERG_MODEL, NOVABERG_HOME, NOVABERG_BACKEND
     (auto|ollama|openai|embedded), NOVABERG_OPENAI_URL, NOVABERG_OPENAI_MODEL,
     NOVABERG_OPENAI_KEY, NOVABERG_FALLBACK (e.g. openai or openai,embedded), NOVABERG_LANGUAGE
-    (en|de), nested ones with __ (NOVABERG_TIMEOUTS__TOTAL_S). The same keys, lower-case, go into
-    $NOVABERG_HOME/config.toml ([timeouts], [retries], [concurrency] as tables).
+    (en|de), NOVABERG_SEARXNG_URL, nested ones with __ (NOVABERG_TIMEOUTS__TOTAL_S,
+    NOVABERG_THINKER__MODE, NOVABERG_TRIBUNAL__JUDGES). The same keys, lower-case, go into
+    $NOVABERG_HOME/config.toml ([timeouts], [retries], [concurrency], [thinker], [tribunal]).
     """
     from novaberg.cli.config_cmd import run_config
 
