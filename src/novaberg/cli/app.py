@@ -119,7 +119,8 @@ def config_cmd(
     NOVABERG_OPENAI_KEY, NOVABERG_FALLBACK (e.g. openai or openai,embedded), NOVABERG_LANGUAGE
     (en|de), NOVABERG_SEARXNG_URL, nested ones with __ (NOVABERG_TIMEOUTS__TOTAL_S,
     NOVABERG_THINKER__MODE, NOVABERG_TRIBUNAL__JUDGES). The same keys, lower-case, go into
-    $NOVABERG_HOME/config.toml ([timeouts], [retries], [concurrency], [thinker], [tribunal]).
+    $NOVABERG_HOME/config.toml (nested ones as tables: timeouts, retries, concurrency, thinker,
+    tribunal).
     """
     from novaberg.cli.config_cmd import run_config
 
