@@ -15,7 +15,6 @@ class Prompts:
     memory_intro: str
     tone_line: str
     router: str
-    intent_line: str
 
 
 EN = Prompts(
@@ -34,7 +33,6 @@ EN = Prompts(
         '"tone": the tone the user wants back, such as "warm", "neutral", "playful", '
         '"needs_check": true only if the answer needs facts to be checked}.'
     ),
-    intent_line="Intent: {intent}; desired tone: {tone}.",
 )
 
 DE = Prompts(
@@ -53,7 +51,6 @@ DE = Prompts(
         '"tone": der gewünschte Ton, etwa "warm", "neutral", "verspielt", '
         '"needs_check": true nur, wenn die Antwort Fakten prüfen muss}.'
     ),
-    intent_line="Absicht: {intent}; gewünschter Ton: {tone}.",
 )
 
 

@@ -63,7 +63,7 @@ class Database:
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.migrate()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(
                 f"Cannot open the database {path}: {exc}. Check NOVABERG_HOME and its permissions."
             ) from exc
