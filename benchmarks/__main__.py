@@ -343,9 +343,10 @@ def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
         )
         raw_params: dict[str, Any] = {**ours._kwargs(request), "stream": True}
 
-        async def through_novaberg() -> tuple[int, float]:
+        async def through_novaberg(stream: bool = False) -> tuple[int, float]:
             started = time.perf_counter()
-            response = await ours.chat(request)
+            pieces: list[str] = []
+            response = await ours.chat(request, pieces.append if stream else None)
             return response.eval_count, time.perf_counter() - started
 
         def through_raw() -> tuple[int, float]:
@@ -356,12 +357,16 @@ def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
 
         asyncio.run(through_novaberg())  # loads the model
         through_raw()
-        ours_tps: list[float] = []
-        raw_tps: list[float] = []
-        for i in range(rounds):  # alternate the order, so load changes hit both alike
-            for raw_turn in (True, False) if i % 2 else (False, True):
-                n, s = through_raw() if raw_turn else asyncio.run(through_novaberg())
-                (raw_tps if raw_turn else ours_tps).append(n / s)
+        speeds: dict[str, list[float]] = {"raw": [], "ours": [], "streamed": []}
+        for i in range(rounds):  # rotate the order, so load changes hit all alike
+            order = ["raw", "ours", "streamed"]
+            for path in order[i % 3 :] + order[: i % 3]:
+                if path == "raw":
+                    n, s = through_raw()
+                else:
+                    n, s = asyncio.run(through_novaberg(stream=path == "streamed"))
+                speeds[path].append(n / s)
+        raw_tps, ours_tps = speeds["raw"], speeds["ours"]
     return {
         "rounds": rounds,
         "max_tokens": tokens,
@@ -369,6 +374,10 @@ def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
         "novaberg_tokens_per_s_median": round(statistics.median(ours_tps), 1),
         "raw_llama_cpp_tokens_per_s_median": round(statistics.median(raw_tps), 1),
         "ratio_novaberg_to_raw": round(statistics.median(ours_tps) / statistics.median(raw_tps), 3),
+        "streamed_tokens_per_s_median": round(statistics.median(speeds["streamed"]), 1),
+        "ratio_streamed_to_raw": round(
+            statistics.median(speeds["streamed"]) / statistics.median(raw_tps), 3
+        ),
     }
 
 

@@ -210,7 +210,7 @@ class EmbeddedBackend:
             try:
                 llama = self._load()
                 with self._generate_lock:
-                    self._generate(llama, request, stop, finish, loop, pieces)
+                    self._generate(llama, request, stop, finish, loop, pieces, on_token is not None)
             except BaseException as exc:  # handed over to the event loop, raised there
                 _hand_over(loop, pieces, exc)
             finally:
@@ -230,6 +230,9 @@ class EmbeddedBackend:
                             backend=self.name,
                             model=self.model,
                         )
+                    if isinstance(item, list):  # a whole answer nobody streamed
+                        content.extend(item)
+                        continue
                     content.append(item)
                     await emit(on_token, item)
         except TimeoutError:
@@ -256,7 +259,12 @@ class EmbeddedBackend:
         finish: dict[str, Any],
         loop: asyncio.AbstractEventLoop,
         pieces: asyncio.Queue[Any],
+        streamed: bool,
     ) -> None:
+        """Generate in this (worker) thread. Pieces cross to the event loop one by one only
+        when someone streams them; otherwise the answer crosses once, at the end: on two
+        cores every wake-up of the loop thread takes CPU from llama.cpp's own threads."""
+        collected: list[str] = []
         for chunk in llama.create_chat_completion(**self._kwargs(request)):
             if stop.is_set():
                 break
@@ -264,8 +272,12 @@ class EmbeddedBackend:
             if choice.get("finish_reason"):
                 finish["reason"] = choice["finish_reason"]
             text = choice.get("delta", {}).get("content")
-            if text:
+            if text and streamed:
                 _hand_over(loop, pieces, text)
+            elif text:
+                collected.append(text)
+        if collected:
+            _hand_over(loop, pieces, collected)
 
     async def status(self) -> BackendStatus:
         try:
