@@ -101,6 +101,25 @@ def _tribunal_view(state: TurnState) -> dict[str, Any] | None:
     return {"rounds": court["rounds"], "votes": court["votes"], "corrections": corrections}
 
 
+def _embedded_defaults(settings: Settings, notices: list[str]) -> Settings:
+    """On the tiny embedded model, the tribunal and the thinker are off unless forced: it
+    cannot judge or follow the tool protocol, and every structured call costs seconds."""
+    adjusted = settings.model_copy(deep=True)
+    if adjusted.tribunal.judges and not adjusted.tribunal.on_embedded:
+        adjusted.tribunal.judges = []
+        notices.append(
+            "The tribunal is off on the embedded model (too small to judge, and each vote "
+            "costs seconds); set tribunal.on_embedded = true to judge anyway."
+        )
+    if adjusted.thinker.mode == "auto":
+        adjusted.thinker.mode = "never"
+        notices.append(
+            "The thinker is off on the embedded model (it cannot follow the tool protocol); "
+            "set thinker.mode = always to run it anyway."
+        )
+    return adjusted
+
+
 async def _warm_up(chain: BackendChain) -> None:
     """Read the primary's capabilities now, so the first call does not wait for them.
 
@@ -126,21 +145,8 @@ class Engine:
         graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
     ) -> None:
         self.notices: list[str] = []
-        embedded = chain.primary.name == "embedded"
-        if embedded and settings.tribunal.judges and not settings.tribunal.on_embedded:
-            settings = settings.model_copy(deep=True)
-            settings.tribunal.judges = []
-            self.notices.append(
-                "The tribunal is off on the embedded model (too small to judge, and each "
-                "vote costs seconds); set tribunal.on_embedded = true to judge anyway."
-            )
-        if embedded and settings.thinker.mode == "auto":
-            settings = settings.model_copy(deep=True)
-            settings.thinker.mode = "never"
-            self.notices.append(
-                "The thinker is off on the embedded model (it cannot follow the tool protocol); "
-                "set thinker.mode = always to run it anyway."
-            )
+        if chain.primary.name == "embedded":
+            settings = _embedded_defaults(settings, self.notices)
         self.settings = settings
         self.chain = chain
         self.db = db
@@ -157,10 +163,15 @@ class Engine:
         notices: list[str] = []
         try:
             chain = await build_chain(settings, notices)
+        except BaseException:
+            compiling.cancel()
+            raise
+        try:
             await _warm_up(chain)
             db = Database(settings.db_path)
         except BaseException:
             compiling.cancel()
+            await chain.aclose()
             raise
         engine = cls(settings, chain, db, graph=await compiling)
         engine.notices[:0] = notices
