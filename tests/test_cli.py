@@ -289,4 +289,7 @@ def test_chat_prints_a_self_triggered_follow_up_after_the_reply(
     done = run("chat", input="Wie hoch ist die Zugspitze?\n/exit\n")
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    assert out.index("A shaky draft.") < out.index("let me go through that again")
     assert out.index("let me go through that again") < out.index("here is the clear answer")
+    assert out.count("A shaky draft.") == 1  # the gesture is appended, the draft not repeated
+    assert "(revised after review)" not in out

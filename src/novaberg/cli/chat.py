@@ -70,9 +70,14 @@ class TurnView:
         if self.streaming:
             self.console.print()
         shown = "".join(self.streamed).strip()
+        final = reply.strip()
         if not shown:
             self.console.print(f"[bold magenta]Nova ›[/] {reply}", highlight=False)
-        elif shown != reply.strip():
+        elif final.startswith(shown) and final != shown:  # something was appended (a gesture)
+            self.console.print(
+                f"[bold magenta]Nova ›[/] {final[len(shown) :].strip()}", highlight=False
+            )
+        elif shown != final:
             self.console.print(
                 f"[dim](revised after review)[/]\n[bold magenta]Nova ›[/] {reply}", highlight=False
             )
