@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from novaberg import __version__
+from novaberg.cli.memory import app as memory_app
 
 app = typer.Typer(
     name="novaberg",
@@ -140,6 +141,9 @@ def test_server(
     from novaberg.cli.test_server import run_test_server
 
     run_test_server(host=host, port=port, delay_ms=delay_ms, reasoning_style=reasoning_style)
+
+
+app.add_typer(memory_app, name="memory")
 
 
 def main() -> None:

@@ -258,6 +258,26 @@ class Database:
             for r in rows
         ]
 
+    def memory(self, user_id: str, memory_id: int) -> Memory | None:
+        row = self.conn.execute(
+            "SELECT id, text, score, source_turn_id, created_at FROM memories "
+            "WHERE user_id = ? AND id = ?",
+            (user_id, memory_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return Memory(
+            row["id"], row["text"], row["score"], row["source_turn_id"], row["created_at"]
+        )
+
+    def forget_memory(self, user_id: str, memory_id: int) -> bool:
+        """Delete one memory of this user; ``False`` if there was none with that id."""
+        with self.transaction() as c:
+            cur = c.execute(
+                "DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id)
+            )
+        return cur.rowcount > 0
+
     def search_memories(self, user_id: str, query: str, limit: int) -> list[Memory]:
         """Memories of this user that contain any word of ``query`` (first version)."""
         words = [w for w in query.lower().split() if len(w) > 2][:8] or [query.lower()]

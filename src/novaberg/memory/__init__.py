@@ -1,0 +1,1 @@
+"""What Nova remembers about a user, and the user's control over it."""
