@@ -1,4 +1,7 @@
-"""``novaberg memory``: see, search, forget, export and import what Nova remembers."""
+"""``novaberg memory``: see, search, forget, export and import what Nova remembers.
+
+Imports beyond Typer happen inside the commands: this module loads with every ``novaberg``
+start-up."""
 
 from __future__ import annotations
 
@@ -6,11 +9,9 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-
-from novaberg.cli.common import EXIT_FAILURE, err_console, guarded, load
 
 app = typer.Typer(
     help="What Nova remembers about you: list, search, show, forget, export, import.",
@@ -23,6 +24,7 @@ LIMIT = 10_000
 
 
 def _open(user: str | None) -> tuple[Any, str]:
+    from novaberg.cli.common import guarded, load
     from novaberg.storage.db import Database
 
     settings = guarded(lambda: load(user).settings)
@@ -62,8 +64,7 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
     db, who = _open(user)
     memory = db.memory(who, memory_id)
     if memory is None:
-        err_console.print(f"error: there is no memory {memory_id} of user {who!r}.")
-        raise typer.Exit(EXIT_FAILURE)
+        _missing(memory_id, who)
     item = asdict(memory)
     turn = db.turn(memory.source_turn_id) or {}
     item["source"] = {
@@ -81,10 +82,11 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
 @app.command()
 def forget(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """Delete one memory for good."""
+    from novaberg.cli.common import guarded
+
     db, who = _open(user)
     if not guarded(lambda: db.forget_memory(who, memory_id)):
-        err_console.print(f"error: there is no memory {memory_id} of user {who!r}.")
-        raise typer.Exit(EXIT_FAILURE)
+        _missing(memory_id, who)
     typer.echo(json.dumps({"forgotten": memory_id}) if as_json else f"Forgotten: {memory_id}")
 
 
@@ -104,6 +106,7 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Restore an export (checked whole first; nothing changes if it cannot be imported)."""
+    from novaberg.cli.common import guarded
     from novaberg.memory.transfer import import_user, parse_export
 
     db, who = _open(user)
@@ -113,7 +116,16 @@ def import_cmd(
     typer.echo(json.dumps({"imported": counts}) if as_json else f"Imported: {counts}")
 
 
+def _missing(memory_id: int, who: str) -> NoReturn:
+    from novaberg.cli.common import EXIT_FAILURE, err_console
+
+    err_console.print(f"error: there is no memory {memory_id} of user {who!r}.")
+    raise typer.Exit(EXIT_FAILURE)
+
+
 def _read(file: Path) -> str:
+    from novaberg.cli.common import err_console
+
     try:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
