@@ -10,6 +10,7 @@ import pytest
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.errors import BackendTimeout, ModelOutputError, UsageError
+from novaberg.telemetry import OUTCOMES
 from novaberg.testing import OllamaTestServer, Reply
 
 CONTRACT_KEYS = {
@@ -68,6 +69,16 @@ async def test_a_turn_produces_the_contract_json_with_one_record_per_call(
     assert [v["vote"] for v in out["tribunal"]["votes"]] == ["ok", "ok", "ok"]
     assert out["salience"] == {"score": 0.1, "stored": False}
     assert out["followups"] == [] and out["events"] == []
+    assert OUTCOMES == (
+        "ok",
+        "error",
+        "timeout",
+        "think_split_moved",
+        "think_split_prose",
+        "dropped_tool_call",
+        "empty_answer",
+        "malformed",
+    )  # the contract's list
     stored = engine.db.calls_of(result.turn_id)
     assert [c["caller"] for c in stored] == [c["caller"] for c in out["calls"]]
     assert engine.db.turn(result.turn_id)["status"] == "done"

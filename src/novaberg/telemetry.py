@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Outcome = Literal[
     "ok",
@@ -21,7 +21,8 @@ Outcome = Literal[
     "empty_answer",
     "malformed",
 ]
-OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+"""Every outcome a call record may carry (the interface contract's list)."""
 
 
 @dataclass
@@ -67,7 +68,6 @@ class Trace:
     nodes: list[str] = field(default_factory=list)
     node_started: list[float] = field(default_factory=list)
     """``time.perf_counter()`` when each entry of ``nodes`` started."""
-    notices: list[str] = field(default_factory=list)
 
     def add_call(self, record: CallRecord) -> None:
         self.calls.append(record)
