@@ -18,6 +18,34 @@ from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.testing import OllamaTestServer
 
+MSG = [{"role": "user", "content": "hi"}]
+"""A one-line conversation for backend-level tests."""
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "search",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
+"""One declared tool, for tool-bearing requests."""
+
+CONTRACT_KEYS = {
+    "reply",
+    "turn_id",
+    "conversation_id",
+    "followups",
+    "calls",
+    "thinker",
+    "tribunal",
+    "salience",
+    "events",
+}
+"""The keys of ``novaberg ask --json`` (../shared/DESIGN.md, interface contract)."""
+
 
 def closed_port_url() -> str:
     """A loopback URL where nothing listens."""

@@ -12,19 +12,7 @@ from novaberg.backends.reasoning import ThinkTagSplitter, split_think_tags
 from novaberg.config import Timeouts
 from novaberg.errors import BackendHTTPError, BackendUnreachable, ModelNotFound, StreamCut
 from novaberg.testing import OllamaTestServer, Reply
-from tests.conftest import closed_port_url
-
-MSG = [{"role": "user", "content": "hi"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "web_search",
-            "description": "search",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    }
-]
+from tests.conftest import MSG, TOOLS, closed_port_url
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ from novaberg.errors import NoBackendAvailable
 from novaberg.queue import ModelQueue
 from novaberg.telemetry import Trace
 from novaberg.testing import OllamaTestServer, Reply
-from tests.conftest import closed_port_url
-
-MSG = [{"role": "user", "content": "hi"}]
+from tests.conftest import MSG, closed_port_url
 
 
 class Clock:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from novaberg.testing import OllamaTestServer, Reply
+from tests.conftest import CONTRACT_KEYS
 
 NOVABERG = [sys.executable, "-m", "novaberg"]
 
@@ -40,17 +41,7 @@ def test_ask_json_prints_the_contract_with_one_record_per_call(
     done = run("ask", "Hallo Nova", "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert set(out) == {
-        "reply",
-        "turn_id",
-        "conversation_id",
-        "followups",
-        "calls",
-        "thinker",
-        "tribunal",
-        "salience",
-        "events",
-    }
+    assert set(out) == CONTRACT_KEYS
     assert out["reply"] == "Hallo! Wie geht es dir?"
     sent = [r.caller for r in ollama_env.requests("/api/chat")]
     recorded = [c["caller"] for c in out["calls"]]

@@ -10,18 +10,7 @@ import ollama
 import pytest
 
 from novaberg.testing import OllamaTestServer, Reply
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "web_search",
-            "description": "search",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    }
-]
-
+from tests.conftest import TOOLS
 
 _open: list[ollama.Client] = []
 

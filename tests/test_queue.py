@@ -15,8 +15,7 @@ from novaberg.errors import BackendHTTPError, ModelNotFound
 from novaberg.queue import BACKGROUND, FOREGROUND, ModelQueue
 from novaberg.telemetry import Trace
 from novaberg.testing import OllamaTestServer, Reply
-
-MSG = [{"role": "user", "content": "hi"}]
+from tests.conftest import MSG, TOOLS
 
 
 @pytest.fixture
@@ -189,18 +188,6 @@ async def test_cancelled_waiter_gives_its_place_back(
     later = await queue.submit(ChatRequest(caller="later", messages=MSG), trace=trace)
     assert later.record.queue_wait_ms < 50
     assert "gone" not in [r.caller for r in server.requests("/api/chat")]
-
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "web_search",
-            "description": "search",
-            "parameters": {"type": "object", "properties": {}},
-        },
-    }
-]
 
 
 async def test_a_dropped_tool_call_is_recorded_and_retried_once(

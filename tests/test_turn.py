@@ -12,18 +12,8 @@ from novaberg.engine import Engine
 from novaberg.errors import BackendTimeout, ModelOutputError, UsageError
 from novaberg.telemetry import OUTCOMES
 from novaberg.testing import OllamaTestServer, Reply
+from tests.conftest import CONTRACT_KEYS
 
-CONTRACT_KEYS = {
-    "reply",
-    "turn_id",
-    "conversation_id",
-    "followups",
-    "calls",
-    "thinker",
-    "tribunal",
-    "salience",
-    "events",
-}
 CALL_KEYS = {
     "caller",
     "backend",

@@ -54,39 +54,34 @@ class Export(BaseModel):
     timeline: list[TimelineEntry]
 
 
+def _rows(db: Database, sql: str, user: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in db.conn.execute(sql, (user,))]
+
+
 def export_user(db: Database, user: str) -> dict[str, Any]:
-    memories = [
-        dict(r)
-        for r in db.conn.execute(
-            "SELECT id, kind, text, score, source_turn_id, created_at FROM memories "
-            "WHERE user_id = ? ORDER BY id",
-            (user,),
-        )
-    ]
-    profile = [
-        dict(r)
-        for r in db.conn.execute(
-            "SELECT part, version, text, created_at FROM profiles WHERE user_id = ? "
-            "ORDER BY part, version",
-            (user,),
-        )
-    ]
-    timeline = [
-        dict(r)
-        for r in db.conn.execute(
-            "SELECT happens_on, text, created_at FROM timeline WHERE user_id = ? "
-            "ORDER BY happens_on, id",
-            (user,),
-        )
-    ]
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "user": user,
         "exported_at": now(),
-        "memories": memories,
-        "profile": profile,
-        "timeline": timeline,
+        "memories": _rows(
+            db,
+            "SELECT id, kind, text, score, source_turn_id, created_at "
+            "FROM memories WHERE user_id = ? ORDER BY id",
+            user,
+        ),
+        "profile": _rows(
+            db,
+            "SELECT part, version, text, created_at FROM profiles "
+            "WHERE user_id = ? ORDER BY part, version",
+            user,
+        ),
+        "timeline": _rows(
+            db,
+            "SELECT happens_on, text, created_at FROM timeline "
+            "WHERE user_id = ? ORDER BY happens_on, id",
+            user,
+        ),
     }
 
 
