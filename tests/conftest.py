@@ -7,7 +7,9 @@ closed port), never at a developer's own Ollama.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +18,10 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
+from novaberg.errors import NovabergError
+from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer
+from novaberg.testing.postgres import TemporaryPostgres, create_database, drop_database
 
 MSG = [{"role": "user", "content": "hi"}]
 """A one-line conversation for backend-level tests."""
@@ -45,6 +50,11 @@ CONTRACT_KEYS = {
     "events",
 }
 """The keys of ``novaberg ask --json`` (../shared/DESIGN.md, interface contract)."""
+
+
+TEST_DATABASE_URL = os.environ.get("NOVABERG_TEST_DATABASE_URL")
+"""A PostgreSQL server where the tests may create databases (``.ci/run`` starts one); when
+unset, the tests start a throwaway server of their own (:mod:`novaberg.testing.postgres`)."""
 
 
 def closed_port_url() -> str:
@@ -96,6 +106,49 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("OLLAMA_HOST", closed_port_url())
     monkeypatch.setenv("NOVABERG_RETRIES__BACKOFF_S", "0.01")
     return home
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server for this test session."""
+    if TEST_DATABASE_URL:
+        yield TEST_DATABASE_URL
+        return
+    folder = Path(tempfile.mkdtemp(prefix="novaberg-pg-"))
+    try:
+        server = TemporaryPostgres(folder)
+        url = server.start()
+    except NovabergError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.fail(f"PostgreSQL is needed for the storage tests on PostgreSQL: {exc}")
+    try:
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """Where a storage test keeps its data: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield tmp_path / "store" / "novaberg.db"
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url)
+
+
+@pytest.fixture
+def db(database_target: Path | str) -> Iterator[Database]:
+    database = Database(database_target)
+    try:
+        yield database
+    finally:
+        database.close()
 
 
 @pytest.fixture

@@ -123,6 +123,21 @@ class Thinker(BaseModel):
     max_iterations: int = Field(5, ge=1, le=20, description="reasoning calls per turn at most")
 
 
+class Memory(BaseModel):
+    """What the enricher retrieves, and the background jobs that keep memory in shape."""
+
+    model_config = ConfigDict(extra="forbid")
+    budget_tokens: int = Field(400, ge=50, le=8000, description="retrieved memory per turn")
+    max_items: int = Field(8, ge=1, le=50, description="retrieved items per turn at most")
+    half_life_days: float = Field(14.0, gt=0, description="recency halves in this many days")
+    embed_model: str | None = Field(
+        None, description="embedding model on the primary backend (e.g. nomic-embed-text)"
+    )
+    core_every: int = Field(5, ge=1, description="rewrite the core profile every N items")
+    jobs: bool = Field(True, description="run consolidation, profile and timeline jobs")
+    on_embedded: bool = Field(False, description="run those jobs on the embedded model too")
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -159,17 +174,30 @@ class Settings(BaseSettings):
     history_turns: int = Field(6, ge=0, le=100, description="earlier turns the responder sees")
     searxng_url: str | None = Field(None, description="SearxNG instance for web_search")
     salience_threshold: float = Field(0.6, ge=0, le=1, description="remember at or above")
+    database_url: SecretStr | None = Field(
+        None, description="postgresql://… to keep memory in PostgreSQL (default: SQLite)"
+    )
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retries: Retries = Field(default_factory=Retries)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     tribunal: Tribunal = Field(default_factory=Tribunal)
     thinker: Thinker = Field(default_factory=Thinker)
+    memory: Memory = Field(default_factory=Memory)
 
     @field_validator("fallback", mode="before")
     @classmethod
     def _split_fallback(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("must start with postgresql:// (SQLite needs no URL: leave it unset)")
         return value
 
     @classmethod
@@ -187,6 +215,13 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.home / "novaberg.db"
+
+    @property
+    def database(self) -> Path | str:
+        """Where memory lives: the PostgreSQL URL if one is set, else the SQLite file."""
+        if self.database_url is None:
+            return self.db_path
+        return self.database_url.get_secret_value()
 
     @property
     def config_file(self) -> Path:

@@ -7,6 +7,7 @@ Independent of any user interface: the CLI (and later an HTTP server) call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -18,15 +19,19 @@ from novaberg.config import Settings
 from novaberg.errors import NovabergError, UsageError
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
+from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import ModelQueue
 from novaberg.storage.db import Database
+from novaberg.storage.sql import Connection
 from novaberg.telemetry import Trace
 from novaberg.validation import validate_message
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
+
+    from novaberg.memory.jobs import JobOutcome
 
 log = logging.getLogger("novaberg")
 __all__ = ["Engine", "TurnResult", "compile_turn_graph", "validate_message"]
@@ -111,6 +116,12 @@ def _embedded_defaults(settings: Settings, notices: list[str]) -> Settings:
             "The tribunal is off on the embedded model (too small to judge, and each vote "
             "costs seconds); set tribunal.on_embedded = true to judge anyway."
         )
+    if adjusted.memory.jobs and not adjusted.memory.on_embedded:
+        adjusted.memory.jobs = False
+        notices.append(
+            "Memory jobs (consolidation, profile, timeline) are off on the embedded model: "
+            "salient items are still kept and retrieved; set memory.on_embedded = true to run them anyway."
+        )
     if adjusted.thinker.mode == "auto":
         adjusted.thinker.mode = "never"
         notices.append(
@@ -154,6 +165,7 @@ class Engine:
         self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
         self.prompts = prompts_for(settings.language)
         self.graph = graph if graph is not None else compile_turn_graph()
+        self._background: asyncio.Task[list[JobOutcome]] | None = None
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
@@ -168,7 +180,7 @@ class Engine:
             raise
         try:
             await _warm_up(chain)
-            db = Database(settings.db_path)
+            db = Database(settings.database)
         except BaseException:
             compiling.cancel()
             await chain.aclose()
@@ -178,6 +190,10 @@ class Engine:
         return engine
 
     async def aclose(self) -> None:
+        if self._background is not None and not self._background.done():
+            self._background.cancel()  # its event stays 'running' and is redone next time
+            with contextlib.suppress(asyncio.CancelledError, NovabergError):
+                await self._background
         await self.chain.aclose()
         self.db.close()
 
@@ -292,10 +308,11 @@ class Engine:
         self, final: TurnState, trace: Trace, turn_id: int, conversation: int, message: str
     ) -> TurnResult:
         item = final.get("memory_item")
-        memory = (self.settings.user, item["text"], item["score"]) if item else None
+        context = final.get("context") or {}
         trace_doc = {
             "nodes": trace.nodes,
             "router": final.get("router"),
+            "retrieval": context.get("retrieval"),
             "salience": final.get("salience"),
             "thinker": final.get("thinker"),
             "tribunal": final.get("tribunal"),
@@ -303,18 +320,28 @@ class Engine:
             "draft": final.get("draft"),
             "answered_by": trace.answered_by(),
         }
-        memory_id = self.db.finish_turn(
+
+        def remember(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:
+            if item is None:
+                return None
+            return self._remember(c, item, turn_id, message_id, conversation)
+
+        stored = self.db.finish_turn(
             turn_id,
             conversation_id=conversation,
             user_text=message,
             reply=final["reply"],
             trace=trace_doc,
             calls=trace.calls,
-            memory=memory,
             user_message=final.get("origin") != "self_trigger",
+            also=remember,
         )
-        if memory_id is not None:
+        memory_id = None
+        if stored is not None:
+            memory_id, jobs = stored
             log.info("turn %d stored memory %d", turn_id, memory_id)
+            for event_id in jobs:
+                log.info("memory job enqueued (event %d)", event_id)
         return TurnResult(
             reply=final["reply"],
             turn_id=turn_id,
@@ -323,3 +350,76 @@ class Engine:
             trace=trace,
             memory_id=memory_id,
         )
+
+    def _remember(
+        self,
+        c: Connection,
+        item: dict[str, Any],
+        turn_id: int,
+        message_id: int | None,
+        conversation: int,
+    ) -> tuple[int, list[int]]:
+        """The short-term item and its background jobs, inside the turn's transaction."""
+        user = self.settings.user
+        added = MemoryStore.add(
+            c,
+            user,
+            "short_term",
+            item["text"],
+            item["score"],
+            f"turn:{turn_id}:short_term",
+            source_turn_id=turn_id,
+            source_message_id=message_id,
+        )
+        if not self.settings.memory.jobs or not added.created:
+            return added.id, []
+        count = c.execute(
+            "SELECT COUNT(*) AS n FROM memories WHERE user_id = ? AND kind = 'short_term'",
+            (user,),
+        ).scalar()
+        types = ["consolidate", "timeline", "profile_adaptive"]
+        if int(count) % self.settings.memory.core_every == 0:
+            types.append("profile_core")
+        payload = {"memory_id": added.id, "turn_id": turn_id}
+        jobs = [self.events.enqueue(conversation, turn_id, t, payload, c) for t in types]
+        return added.id, jobs
+
+    def job_context(self) -> TurnContext:
+        return TurnContext(
+            settings=self.settings,
+            queue=self.queue,
+            db=self.db,
+            prompts=self.prompts,
+            events=self.events,
+        )
+
+    def start_background(self) -> None:
+        """Start running waiting memory jobs as a task of this event loop (if none runs)."""
+        if not self.settings.memory.jobs:
+            return
+        if self._background is None or self._background.done():
+            self._background = asyncio.create_task(self.run_background())
+
+    def background_pending(self) -> bool:
+        from novaberg.memory.jobs import JOB_TYPES
+
+        running = self._background is not None and not self._background.done()
+        return self.settings.memory.jobs and (
+            running or bool(self.events.unfinished(JOB_TYPES, limit=1))
+        )
+
+    async def finish_background(self) -> list[JobOutcome]:
+        """Wait for the running jobs, then run whatever is still waiting."""
+        done: list[JobOutcome] = []
+        if self._background is not None:
+            done += await self._background
+            self._background = None
+        return done + await self.run_background()
+
+    async def run_background(self, limit: int = 100) -> list[JobOutcome]:
+        """Run the memory jobs waiting in the event queue (background priority)."""
+        from novaberg.memory.jobs import BackgroundJobs
+
+        if not self.settings.memory.jobs:
+            return []
+        return await BackgroundJobs(self.job_context, self.settings.user).run_pending(limit)

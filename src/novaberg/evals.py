@@ -18,6 +18,7 @@ from typing import Any
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 
 
@@ -98,13 +99,14 @@ SCENARIOS = (
 
 
 def _seed(db: Database, user: str, scenario: Scenario, language: str) -> None:
+    store = MemoryStore(db)
     if scenario.profile_core:
-        db.set_profile(user, "core", scenario.profile_core[language])
+        store.set_profile_text(user, "core", scenario.profile_core[language])
     if scenario.profile_adaptive:
-        db.set_profile(user, "adaptive", scenario.profile_adaptive[language])
+        store.set_profile_text(user, "adaptive", scenario.profile_adaptive[language])
     if scenario.timeline:
         tomorrow = (date.today() + timedelta(days=1)).isoformat()
-        db.add_timeline(user, tomorrow, scenario.timeline[language])
+        store.add_event(user, tomorrow, scenario.timeline[language], "eval:timeline")
 
 
 async def run_scenario(settings: Settings, scenario: Scenario) -> dict[str, Any]:
@@ -112,6 +114,7 @@ async def run_scenario(settings: Settings, scenario: Scenario) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="novaberg-eval-") as home:
         local = settings.model_copy(deep=True)
         local.home = Path(home)
+        local.database_url = None  # scenarios run in a throwaway SQLite file
         engine = await Engine.open(local)
         try:
             _seed(engine.db, local.user, scenario, language)

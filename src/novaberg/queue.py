@@ -112,6 +112,52 @@ class ModelQueue:
             result = await self._submit(replace(request, think=False), trace, priority, on_token)
         return result
 
+    async def embed(
+        self,
+        texts: list[str],
+        model: str,
+        *,
+        caller: str,
+        trace: Trace,
+        priority: int = BACKGROUND,
+    ) -> list[list[float]] | None:
+        """Embeddings from the PRIMARY backend only (vectors of different models are not
+        comparable), or ``None`` when it has no embed endpoint. One record per request;
+        a failure raises :class:`BackendError` like a chat call."""
+        backend = self.chain.primary
+        embed = getattr(backend, "embed", None)
+        if embed is None:
+            return None
+        slots = self._slots[backend.name]
+        queued = time.perf_counter()
+        await slots.acquire(priority)
+        started = time.perf_counter()
+        record = CallRecord(
+            caller=caller,
+            backend=backend.name,
+            model=model,
+            think=False,
+            queue_wait_ms=(started - queued) * 1000,
+            started=started,
+        )
+        try:
+            vectors: list[list[float]] = await embed(texts, model, caller)
+        except BackendError as exc:
+            _fill_failure(record, exc, started)
+            raise
+        finally:
+            slots.release()
+            record.ms = (time.perf_counter() - started) * 1000
+            trace.add_call(record)
+        if len(vectors) != len(texts):
+            record.outcome = "malformed"
+            raise BackendError(
+                f"{backend.name} returned {len(vectors)} embeddings for {len(texts)} texts",
+                backend=backend.name,
+            )
+        record.content_len = sum(len(v) for v in vectors)
+        return vectors
+
     async def _submit(
         self,
         request: ChatRequest,

@@ -209,6 +209,29 @@ class OllamaBackend:
         finally:
             current_caller.reset(token)
 
+    async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
+        """``/api/embed`` for ``texts`` with ``model`` (an embedding model on this server)."""
+        token = current_caller.set(caller)
+        try:
+            async with asyncio.timeout(self.timeouts.total_s):
+                response = await self._get_client().embed(model=model, input=texts)
+            return [list(v) for v in response.embeddings]
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                raise BackendError(
+                    f"The embedding model {model!r} is not installed on Ollama at {self.host}; "
+                    f"run `ollama pull {model}` or unset memory.embed_model.",
+                    backend=self.name,
+                    model=model,
+                ) from None
+            raise self._translate(exc) from None
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from None
+        finally:
+            current_caller.reset(token)
+
     async def _collect(
         self, stream: AsyncIterator[ollama.ChatResponse], on_token: TokenCallback | None
     ) -> ChatResponse:

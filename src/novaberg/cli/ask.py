@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 import typer
 
@@ -15,7 +16,7 @@ def run_ask(
 ) -> None:
     setup_logging(verbose)
 
-    async def turn() -> dict[str, object]:
+    async def turn() -> None:
         from novaberg.engine import Engine
         from novaberg.validation import validate_message
 
@@ -26,16 +27,20 @@ def run_ask(
             for notice in engine.notices:
                 err_console.print(f"[yellow]notice:[/] {notice}", highlight=False)
             result = await engine.run_turn(text, conversation_id=conversation)
-            return result.contract_json()
+            payload = result.contract_json()
+            if as_json:
+                typer.echo(json.dumps(payload, ensure_ascii=False))
+            else:
+                typer.echo(str(payload["reply"]))
+            sys.stdout.flush()
+            # The reply is out; the memory jobs this turn enqueued run now (an interruption
+            # leaves them pending for the next process: they are idempotent).
+            await engine.finish_background()
         finally:
             await engine.aclose()
 
     try:
-        payload = guarded(lambda: asyncio.run(turn()))
+        guarded(lambda: asyncio.run(turn()))
     except KeyboardInterrupt:
-        err_console.print("interrupted: the turn was recorded as aborted, nothing else stored.")
+        err_console.print("interrupted: what was not stored yet is recorded as unfinished.")
         raise typer.Exit(130) from None
-    if as_json:
-        typer.echo(json.dumps(payload, ensure_ascii=False))
-    else:
-        typer.echo(str(payload["reply"]))

@@ -109,8 +109,20 @@ def run_chat(*, conversation: int | None, resume: bool, user: str | None, verbos
                 "/new starts over, /exit leaves.[/]"
             )
             _loop(runner, engine, console, current)
+            _finish_memory_work(runner, engine, console)
         finally:
             runner.run(engine.aclose())
+
+
+def _finish_memory_work(runner: asyncio.Runner, engine: Engine, console: Console) -> None:
+    """Let the memory jobs of the last turns finish; Ctrl-C leaves them for next time."""
+    if not engine.background_pending():
+        return
+    console.print("[dim]Nova is sorting her memories (Ctrl-C leaves that for next time)…[/]")
+    try:
+        runner.run(engine.finish_background())
+    except KeyboardInterrupt:
+        console.print("[dim]Left for next time; nothing is lost.[/]")
 
 
 def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int | None) -> None:
@@ -147,6 +159,7 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
             continue
         current = result.conversation_id
+        engine.start_background()  # runs while the next turn runs, at background priority
         view.finish(result.reply)
         for followup in result.followups:  # Nova's second look, in her own words
             console.print(f"[bold magenta]Nova ›[/] {followup['reply']}", highlight=False)

@@ -28,7 +28,14 @@ def _open(user: str | None) -> tuple[Any, str]:
     from novaberg.storage.db import Database
 
     settings = guarded(lambda: load(user).settings)
-    return guarded(lambda: Database(settings.db_path)), settings.user
+    return guarded(lambda: Database(settings.database)), settings.user
+
+
+def _store(user: str | None) -> tuple[Any, str]:
+    from novaberg.memory.store import MemoryStore
+
+    db, who = _open(user)
+    return MemoryStore(db), who
 
 
 def _print(items: list[dict[str, Any]], as_json: bool) -> None:
@@ -38,37 +45,53 @@ def _print(items: list[dict[str, Any]], as_json: bool) -> None:
     if not items:
         typer.echo("Nova remembers nothing here.")
     for item in items:
+        status = "" if item.get("valid_to") is None else f", superseded {item['valid_to']}"
+        when = f" on {item['happens_on']}" if item.get("happens_on") else ""
         typer.echo(
-            f"[{item['id']}] {item['text']}  (score {item['score']:.2f}, "
-            f"turn {item['source_turn_id']}, {item['created_at']})"
+            f"[{item['id']}] {item['kind']}{when}: {item['text']}  (importance "
+            f"{item['importance']:.2f}, from {item['item_key']}{status})"
         )
 
 
 @app.command("list")
-def list_cmd(user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Every memory of the user, newest first."""
-    db, who = _open(user)
-    _print([asdict(m) for m in db.recent_memories(who, LIMIT)], as_json)
+def list_cmd(
+    user: UserOpt = None,
+    as_json: JsonOpt = False,
+    kind: Annotated[
+        str | None, typer.Option(help="Only short_term, long_term or event items.")
+    ] = None,
+) -> None:
+    """Every memory of the user (superseded facts included, marked), newest first."""
+    store, who = _store(user)
+    _print([m.view() for m in store.items(who, kind=kind, limit=LIMIT)], as_json)
 
 
 @app.command()
 def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Memories that contain words of QUERY."""
-    db, who = _open(user)
-    _print([asdict(m) for m in db.search_memories(who, query, LIMIT)], as_json)
+    """What Nova would recall for QUERY, best first, with the reason for each."""
+    from novaberg.memory.retrieval import Retriever
+
+    store, who = _store(user)
+    found = Retriever(store, budget_tokens=100_000, max_items=50).retrieve(who, query)
+    items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
+    _print(items, as_json)
+    if not as_json:
+        for r in found:
+            typer.echo(f"  [{r.item.id}] why: {r.reason}")
 
 
 @app.command()
 def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """One memory, with the turn it came from."""
-    db, who = _open(user)
-    memory = db.memory(who, memory_id)
+    """One memory, with the turn and message it came from."""
+    store, who = _store(user)
+    memory = store.get(who, memory_id)
     if memory is None:
         _missing(memory_id, who)
-    item = asdict(memory)
-    turn = db.turn(memory.source_turn_id) or {}
+    item = memory.view()
+    turn = (store.db.turn(memory.source_turn_id) if memory.source_turn_id else None) or {}
     item["source"] = {
         "turn_id": memory.source_turn_id,
+        "message_id": memory.source_message_id,
         "origin": turn.get("origin"),
         "user_text": turn.get("user_text"),
     }
@@ -81,13 +104,23 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
 
 @app.command()
 def forget(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """Delete one memory for good."""
+    """Delete one memory for good: with the facts derived from it, the profile statements
+    built on it, and the words of the turn it came from."""
     from novaberg.cli.common import guarded
 
-    db, who = _open(user)
-    if not guarded(lambda: db.forget_memory(who, memory_id)):
+    store, who = _store(user)
+    done = guarded(lambda: store.forget(who, memory_id))
+    if done is None:
         _missing(memory_id, who)
-    typer.echo(json.dumps({"forgotten": memory_id}) if as_json else f"Forgotten: {memory_id}")
+    if as_json:
+        typer.echo(json.dumps({"forgotten": memory_id, **asdict(done)}))
+        return
+    also = [i for i in done.ids if i != memory_id]
+    typer.echo(f"Forgotten: {memory_id}" + (f" (and derived items {also})" if also else ""))
+    if done.profile_versions:
+        typer.echo(f"  removed its statements from {done.profile_versions} profile version(s)")
+    if done.turns_scrubbed:
+        typer.echo(f"  erased the words of {done.turns_scrubbed} turn(s) it came from")
 
 
 @app.command()
@@ -114,6 +147,25 @@ def import_cmd(
     export = guarded(lambda: parse_export(raw, who))
     counts = guarded(lambda: import_user(db, export))
     typer.echo(json.dumps({"imported": counts}) if as_json else f"Imported: {counts}")
+
+
+@app.command()
+def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
+    """The background memory jobs (consolidation, profile, timeline) and how they ended."""
+    db, _ = _open(user)
+    from novaberg.memory.jobs import JOB_TYPES
+
+    marks = ", ".join("?" for _ in JOB_TYPES)
+    rows = db.query(
+        f"SELECT id, type, status, result, turn_id, updated_at FROM events "
+        f"WHERE type IN ({marks}) ORDER BY id",
+        JOB_TYPES,
+    )
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    for r in rows:
+        typer.echo(f"[{r['id']}] {r['type']} (turn {r['turn_id']}): {r['status']} {r['result']}")
 
 
 def _missing(memory_id: int, who: str) -> NoReturn:

@@ -7,25 +7,53 @@ anything, and writes in one transaction.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from novaberg.errors import UsageError
+from novaberg.memory.store import MemoryStore, Statement
 from novaberg.storage.db import Database, now
+from novaberg.storage.text import MEMORY_TEXT_LIMIT
 
 FORMAT = "novaberg-memory-export"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: every kind in ``memories`` (events included) with validity and provenance, profile
+statements with their sources. Version 1 files (timeline separate) are still read."""
 
 
-class MemoryItem(BaseModel):
+class MemoryEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: int
-    kind: str
-    text: str = Field(min_length=1)
-    score: float
+    kind: Literal["short_term", "long_term", "event"]
+    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    importance: float = Field(ge=0, le=1)
+    item_key: str = Field(min_length=1, max_length=300)
+    source_turn_id: int | None = None
+    derived_from: list[int] = Field(default_factory=list)
+    happens_on: str | None = None
+    valid_from: str
+    valid_to: str | None = None
+    superseded_by: int | None = None
+    consolidated_into: int | None = None
+    created_at: str
+
+
+class LegacyMemory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: int
+    kind: Literal["short_term"]
+    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    score: float = Field(ge=0, le=1)
     source_turn_id: int | None
     created_at: str
+
+
+class StatementEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    sources: list[int] = Field(default_factory=list)
 
 
 class ProfileVersion(BaseModel):
@@ -33,13 +61,14 @@ class ProfileVersion(BaseModel):
     part: Literal["core", "adaptive"]
     version: int
     text: str
+    statements: list[StatementEntry] = Field(default_factory=list)
     created_at: str
 
 
 class TimelineEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     happens_on: str
-    text: str
+    text: str = Field(min_length=1)
     created_at: str
 
 
@@ -49,39 +78,81 @@ class Export(BaseModel):
     schema_version: int
     user: str
     exported_at: str
-    memories: list[MemoryItem]
+    memories: list[MemoryEntry]
+    profile: list[ProfileVersion]
+
+
+class LegacyExport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["novaberg-memory-export"]
+    schema_version: Literal[1]
+    user: str
+    exported_at: str
+    memories: list[LegacyMemory]
     profile: list[ProfileVersion]
     timeline: list[TimelineEntry]
 
-
-def _rows(db: Database, sql: str, user: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in db.conn.execute(sql, (user,))]
+    def upgraded(self) -> Export:
+        memories = [
+            MemoryEntry(
+                id=m.id,
+                kind="short_term",
+                text=m.text,
+                importance=m.score,
+                item_key=f"turn:{m.source_turn_id}:short_term",
+                source_turn_id=m.source_turn_id,
+                valid_from=m.created_at,
+                created_at=m.created_at,
+            )
+            for m in self.memories
+        ]
+        top = max((m.id for m in self.memories), default=0)
+        memories += [
+            MemoryEntry(
+                id=top + n,
+                kind="event",
+                text=t.text,
+                importance=0.5,
+                item_key=f"timeline:{n}",
+                happens_on=t.happens_on,
+                valid_from=t.created_at,
+                created_at=t.created_at,
+            )
+            for n, t in enumerate(self.timeline, start=1)
+        ]
+        return Export(
+            format=self.format,
+            schema_version=SCHEMA_VERSION,
+            user=self.user,
+            exported_at=self.exported_at,
+            memories=memories,
+            profile=self.profile,
+        )
 
 
 def export_user(db: Database, user: str) -> dict[str, Any]:
+    store = MemoryStore(db)
+    memories = []
+    for m in reversed(store.items(user)):
+        entry = m.view()
+        del entry["source_message_id"]  # messages are not part of an export
+        memories.append(entry)
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "user": user,
         "exported_at": now(),
-        "memories": _rows(
-            db,
-            "SELECT id, kind, text, score, source_turn_id, created_at "
-            "FROM memories WHERE user_id = ? ORDER BY id",
-            user,
-        ),
-        "profile": _rows(
-            db,
-            "SELECT part, version, text, created_at FROM profiles "
-            "WHERE user_id = ? ORDER BY part, version",
-            user,
-        ),
-        "timeline": _rows(
-            db,
-            "SELECT happens_on, text, created_at FROM timeline "
-            "WHERE user_id = ? ORDER BY happens_on, id",
-            user,
-        ),
+        "memories": memories,
+        "profile": [
+            {
+                "part": p.part,
+                "version": p.version,
+                "text": p.text,
+                "statements": [asdict(s) for s in p.statements],
+                "created_at": p.created_at,
+            }
+            for p in store.profile_history(user)
+        ],
     }
 
 
@@ -94,13 +165,16 @@ def parse_export(raw: str, user: str) -> Export:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError("The file is not a Novaberg memory export; nothing was imported.")
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
         raise UsageError(
-            f"The export has schema version {version!r}; this Novaberg reads up to "
+            f"The export has schema version {version!r}; this Novaberg reads 1 to "
             f"{SCHEMA_VERSION}. Update Novaberg; nothing was imported."
         )
     try:
-        export = Export.model_validate(data)
+        if version == 1:
+            export = LegacyExport.model_validate(data).upgraded()
+        else:
+            export = Export.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -112,45 +186,73 @@ def parse_export(raw: str, user: str) -> Export:
             f"The export belongs to user {export.user!r}, not {user!r}; import it with "
             f"--user {export.user} (nothing was imported)."
         )
+    known = {m.id for m in export.memories}
+    for m in export.memories:
+        dangling = [
+            i
+            for i in (*m.derived_from, m.superseded_by, m.consolidated_into)
+            if i is not None and i not in known
+        ]
+        if dangling:
+            raise UsageError(
+                f"The export is inconsistent: memory {m.id} refers to {dangling[0]}, which is "
+                "not in the file; nothing was imported."
+            )
     return export
 
 
 def import_user(db: Database, export: Export) -> dict[str, int]:
-    """Restore an export in one transaction. Each memory is anchored to a turn of origin
-    ``import`` (the original turns are not part of an export), which names where it came from.
+    """Restore an export in one transaction; importing the same file again adds nothing.
+
+    Ids are renumbered (links between items are kept); each item's key becomes
+    ``import:<its key>``, which also records where it came from. Messages and turns are not
+    part of an export, so imported items have no source turn in this database.
     """
-    stamp = now()
+    new_ids: dict[int, int] = {}
+    added = 0
     with db.transaction() as c:
-        conversation = c.execute(
-            "INSERT INTO conversations (user_id, created_at) VALUES (?, ?)", (export.user, stamp)
-        ).lastrowid
-        for memory in export.memories:
-            turn = c.execute(
-                "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
-                "finished_at) VALUES (?, 'import', ?, 'done', ?, ?)",
-                (
-                    conversation,
-                    f"imported memory {memory.id} (export of {export.exported_at})",
-                    stamp,
-                    stamp,
-                ),
-            ).lastrowid
-            c.execute(
-                "INSERT INTO memories (user_id, kind, text, score, source_turn_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (export.user, memory.kind, memory.text, memory.score, turn, memory.created_at),
+        for m in export.memories:
+            result = MemoryStore.add(
+                c,
+                export.user,
+                m.kind,
+                m.text,
+                m.importance,
+                f"import:{m.item_key}",
+                happens_on=m.happens_on,
+                valid_from=m.valid_from,
             )
-        c.executemany(
-            "INSERT OR IGNORE INTO profiles (user_id, part, version, text, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(export.user, p.part, p.version, p.text, p.created_at) for p in export.profile],
-        )
-        c.executemany(
-            "INSERT INTO timeline (user_id, happens_on, text, created_at) VALUES (?, ?, ?, ?)",
-            [(export.user, t.happens_on, t.text, t.created_at) for t in export.timeline],
-        )
-    return {
-        "memories": len(export.memories),
-        "profile": len(export.profile),
-        "timeline": len(export.timeline),
-    }
+            new_ids[m.id] = result.id
+            added += int(result.created)
+        for m in export.memories:
+            c.execute(
+                "UPDATE memories SET derived_from = ?, valid_to = ?, superseded_by = ?, "
+                "consolidated_into = ?, created_at = ? WHERE id = ?",
+                (
+                    json.dumps(sorted(new_ids[i] for i in m.derived_from)),
+                    m.valid_to,
+                    None if m.superseded_by is None else new_ids[m.superseded_by],
+                    None if m.consolidated_into is None else new_ids[m.consolidated_into],
+                    m.created_at,
+                    new_ids[m.id],
+                ),
+            )
+        store = MemoryStore(db)
+        versions = 0
+        have = {
+            (r["part"], r["text"])
+            for r in c.execute(
+                "SELECT part, text FROM profiles WHERE user_id = ?", (export.user,)
+            ).rows
+        }
+        for p in export.profile:
+            if (p.part, p.text) in have:
+                continue  # imported before (or identical): not a new version
+            statements = [
+                Statement(s.text, [new_ids[i] for i in s.sources if i in new_ids])
+                for s in p.statements
+            ] or [Statement(p.text, [])]
+            store.set_profile(export.user, p.part, statements, c)
+            have.add((p.part, p.text))
+            versions += 1
+    return {"memories": added, "profile": versions}

@@ -1,39 +1,84 @@
-"""Enricher (no LLM): loads what the responder should know.
+"""Enricher (no LLM, except the message's embedding when ``memory.embed_model`` is set):
+loads what the responder should know.
 
-First version: the conversation's recent completed exchanges, the user's most recent salient
-memories, the latest user profile (core + adaptive) and timeline entries from yesterday to two
-weeks ahead. Retrieval by relevance comes with the memory issue.
+- the conversation's recent completed exchanges;
+- memories chosen by :class:`~novaberg.memory.retrieval.Retriever` (recency + importance +
+  relevance, in a token budget), each with the reason it was chosen;
+- the latest user profile (core + adaptive);
+- timeline events from yesterday to two weeks ahead.
+
+The reasons go into the turn's trace as ``retrieval`` (ids and reasons only: the trace of a
+later turn must not keep a copy of a memory's text that the user may forget).
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import date, timedelta
 from typing import Any
 
+from novaberg.errors import BackendError
 from novaberg.graph.state import TurnState
+from novaberg.memory.retrieval import Retriever
+from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import TurnContext
+from novaberg.queue import FOREGROUND
 
-MEMORY_LIMIT = 8
+log = logging.getLogger("novaberg")
 TIMELINE_BACK = timedelta(days=1)
 TIMELINE_AHEAD = timedelta(days=14)
 
 
 async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    user = state["user_id"]
+    store = MemoryStore(ctx.db)
     history = ctx.db.history(state["conversation_id"], ctx.settings.history_turns)
-    memories = ctx.db.recent_memories(state["user_id"], MEMORY_LIMIT)
-    today = date.today()
-    timeline = ctx.db.timeline_between(
-        state["user_id"],
-        (today - TIMELINE_BACK).isoformat(),
-        (today + TIMELINE_AHEAD).isoformat(),
+    settings = ctx.settings.memory
+    retriever = Retriever(
+        store,
+        budget_tokens=settings.budget_tokens,
+        max_items=settings.max_items,
+        half_life_days=settings.half_life_days,
     )
+    vector = await _message_vector(state["user_text"], ctx)
+    chosen = retriever.retrieve(
+        user, state["user_text"], query_vector=vector, vector_model=settings.embed_model
+    )
+    today = date.today()
+    events = store.events_between(
+        user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
+    )
+    profile = {part: p.text for part, p in store.profile(user).items() if p.text}
     return {
         "context": {
             "history": [{"role": m.role, "content": m.content} for m in history],
             "memories": [
-                {"id": m.id, "text": m.text, "reason": "recent salient item"} for m in memories
+                {"id": r.item.id, "text": r.item.text, "reason": r.reason} for r in chosen
             ],
-            "profile": ctx.db.profile(state["user_id"]) or None,
-            "timeline": [{"date": t["happens_on"], "text": t["text"]} for t in timeline],
+            "retrieval": [
+                {
+                    "id": r.item.id,
+                    "score": round(r.score, 3),
+                    "tokens": r.tokens,
+                    "reason": r.reason,
+                }
+                for r in chosen
+            ],
+            "profile": profile or None,
+            "timeline": [{"date": e.happens_on, "text": e.text} for e in events],
         }
     }
+
+
+async def _message_vector(text: str, ctx: TurnContext) -> list[float] | None:
+    model = ctx.settings.memory.embed_model
+    if not model:
+        return None
+    try:
+        vectors = await ctx.queue.embed(
+            [text], model, caller="embed", trace=ctx.trace, priority=FOREGROUND
+        )
+    except BackendError as exc:
+        log.warning("no embedding for this turn (%s); retrieval uses full-text only", exc)
+        return None
+    return None if vectors is None else vectors[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
@@ -19,6 +20,14 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     parts = [p.persona]
     if memories:
         parts.append(p.memory_intro + "\n" + "\n".join(f"- {m['text']}" for m in memories))
+    profile = context.get("profile") or {}
+    lines = [profile[part] for part in ("core", "adaptive") if profile.get(part)]
+    if lines:
+        parts.append(p.profile_intro + "\n" + "\n".join(lines))
+    timeline = context.get("timeline") or []
+    if timeline:
+        intro = p.timeline_intro.format(today=date.today().isoformat())
+        parts.append(intro + "\n" + "\n".join(f"- {t['date']}: {t['text']}" for t in timeline))
     if route.get("tone"):
         parts.append(p.tone_line.format(tone=route["tone"]))
     if state.get("origin") == "self_trigger":

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from novaberg.backends.base import ChatRequest
 from novaberg.nodes.context import TurnContext
+from novaberg.queue import FOREGROUND
 
 log = logging.getLogger("novaberg")
 T = TypeVar("T", bound=BaseModel)
@@ -49,6 +50,7 @@ async def ask_structured(
     *,
     attempts: int = 2,
     max_tokens: int = 256,
+    priority: int = FOREGROUND,
 ) -> T | None:
     """Ask for a JSON object matching ``model``; ``None`` when no attempt gave a valid one."""
     request = ChatRequest(
@@ -60,7 +62,7 @@ async def ask_structured(
         max_tokens=max_tokens,
     )
     for _ in range(attempts):
-        result = await ctx.llm(request)
+        result = await ctx.llm(request, priority=priority)
         parsed = parse_json_object(result.response.content, model)
         if parsed is not None:
             return parsed

@@ -13,6 +13,8 @@ class Prompts:
     language: str
     persona: str
     memory_intro: str
+    profile_intro: str
+    timeline_intro: str
     tone_line: str
     router: str
 
@@ -26,6 +28,8 @@ EN = Prompts(
         "something, say so."
     ),
     memory_intro="What you remember about the user (their own words, summarised):",
+    profile_intro="Who the user is (stable) and how they are doing lately:",
+    timeline_intro="The user's dates (today is {today}):",
     tone_line="Answer in a {tone} tone.",
     router=(
         "Classify the user's message. Reply with ONE JSON object and nothing else: "
@@ -44,6 +48,8 @@ DE = Prompts(
         "Person; wenn du etwas nicht weißt, sag es."
     ),
     memory_intro="Was du über die Person weißt (ihre eigenen Worte, zusammengefasst):",
+    profile_intro="Wer die Person ist (beständig) und wie es ihr zuletzt geht:",
+    timeline_intro="Termine der Person (heute ist {today}):",
     tone_line="Antworte in einem {tone} Ton.",
     router=(
         "Ordne die Nachricht der Person ein. Antworte mit GENAU EINEM JSON-Objekt und sonst "

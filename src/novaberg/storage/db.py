@@ -1,38 +1,54 @@
-"""The SQLite database: connection, migrations, and the queries the engine needs.
+"""The database: SQLite (default) or PostgreSQL behind one interface.
 
-Migrations are the ``mNNN_name.sql`` files beside this module, applied in name order, each
+Migrations are the ``mNNN_name.sql`` files in ``migrations/sqlite`` and
+``migrations/postgres`` (the same names, one schema history), applied in name order, each
 once, recorded in ``_migrations``. They are append-only: a released migration never changes;
 a change of schema is a new file.
+
+Memory queries live in :mod:`novaberg.memory.store`; this module keeps conversations, turns,
+call records, events and the connection itself.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from novaberg.errors import StorageError
+from novaberg.storage.sql import (
+    Connection,
+    Dialect,
+    PostgresConnection,
+    Result,
+    SqliteConnection,
+)
 from novaberg.telemetry import CallRecord
+
+T = TypeVar("T")
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def migration_names() -> list[str]:
-    folder = resources.files("novaberg.storage").joinpath("migrations")
+def migration_names(dialect: Dialect = "sqlite") -> list[str]:
+    folder = resources.files("novaberg.storage").joinpath("migrations", dialect)
     return sorted(p.name.removesuffix(".sql") for p in folder.iterdir() if p.name.endswith(".sql"))
 
 
-def _migration_sql(name: str) -> str:
-    folder = resources.files("novaberg.storage").joinpath("migrations")
+def _migration_sql(dialect: Dialect, name: str) -> str:
+    folder = resources.files("novaberg.storage").joinpath("migrations", dialect)
     return folder.joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def is_database_url(target: str | Path) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 @dataclass(frozen=True)
@@ -41,103 +57,139 @@ class Message:
     content: str
 
 
-@dataclass(frozen=True)
-class Memory:
-    id: int
-    text: str
-    score: float
-    source_turn_id: int
-    created_at: str
-
-
 class Database:
-    """One SQLite file in WAL mode; used from one thread (the event loop's)."""
+    """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL).
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    Used from one thread (the event loop's). Every write goes through :meth:`transaction`.
+    """
+
+    def __init__(self, target: Path | str, busy_timeout_s: float = 5.0) -> None:
+        self.conn: Connection
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
+            if is_database_url(target):
+                self.conn = PostgresConnection(str(target), connect_timeout_s=busy_timeout_s)
+            else:
+                self.conn = SqliteConnection(Path(target), busy_timeout_s=busy_timeout_s)
+        except StorageError:
+            raise
+        except Exception as exc:  # sqlite3.Error, OSError, psycopg.Error
+            hint = (
+                "Check NOVABERG_DATABASE_URL and that the server is running."
+                if is_database_url(target)
+                else "Check NOVABERG_HOME and its permissions."
+            )
+            where = "the PostgreSQL database" if is_database_url(target) else str(target)
+            raise StorageError(f"Cannot open {where}: {exc}. {hint}") from exc
+        self.dialect: Dialect = self.conn.dialect
+        self.where = self.conn.where
+        try:
             self.migrate()
-        except (sqlite3.Error, OSError) as exc:
-            raise StorageError(
-                f"Cannot open the database {path}: {exc}. Check NOVABERG_HOME and its permissions."
-            ) from exc
+        except BaseException:
+            self.conn.close()
+            raise
 
     def close(self) -> None:
         self.conn.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """All-or-nothing: either every write inside lands, or none does."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StorageError(f"The database {self.path} is not writable: {exc}") from exc
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StorageError(f"Writing to {self.path} failed: {exc}") from exc
+    # -- plain access ------------------------------------------------------------------
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
+        return self.conn.execute(sql, params).rows
 
+    def one(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any] | None:
+        return self.conn.execute(sql, params).one()
+
+    def scalar(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Any:
+        return self.conn.execute(sql, params).scalar()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """All-or-nothing: either every write inside lands, or none does."""
+        with self.conn.transaction() as c:
+            yield c
+
+    # -- schema ------------------------------------------------------------------------
     def migrate(self) -> list[str]:
         """Apply the migrations not applied yet; return their names."""
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS _migrations "
             "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
         )
-        done = {r["name"] for r in self.conn.execute("SELECT name FROM _migrations")}
+        done = {r["name"] for r in self.query("SELECT name FROM _migrations")}
         applied = []
-        for name in migration_names():
+        for name in migration_names(self.dialect):
             if name in done:
                 continue
-            script = _migration_sql(name)
-            self.conn.executescript(
-                f"BEGIN;\n{script}\nINSERT INTO _migrations VALUES ('{name}', '{now()}');\nCOMMIT;"
-            )
+            script = _migration_sql(self.dialect, name)
+            record = f"INSERT INTO _migrations VALUES ('{name}', '{now()}');"
+            if self.dialect == "sqlite":
+                self.conn.script(f"BEGIN;\n{script}\n{record}\nCOMMIT;")
+            else:
+                with self.transaction() as c:
+                    c.script(f"{script}\n{record}")
             applied.append(name)
         return applied
 
     def applied_migrations(self) -> list[str]:
-        return [r["name"] for r in self.conn.execute("SELECT name FROM _migrations ORDER BY name")]
+        return [r["name"] for r in self.query("SELECT name FROM _migrations ORDER BY name")]
+
+    def integrity_check(self) -> str:
+        """``ok``, or what the database found wrong."""
+        if self.dialect == "sqlite":
+            found = [str(r["integrity_check"]) for r in self.query("PRAGMA integrity_check")]
+            if found != ["ok"]:
+                return "; ".join(found)
+            try:  # the full-text index against its content table
+                with self.transaction() as c:
+                    c.execute(
+                        "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
+                    )
+            except StorageError as exc:
+                return f"full-text index: {exc}"
+            return "ok"
+        # PostgreSQL: verify every B-tree index of this schema with amcheck.
+        with self.transaction() as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        indexes = self.query(
+            "SELECT c.oid::regclass::text AS name FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE a.amname = 'btree' AND c.relnamespace = current_schema()::regnamespace"
+        )
+        for index in indexes:
+            self.query("SELECT bt_index_check(?::regclass, true)", (index["name"],))
+        return "ok"
+
+    def integrity_ok(self) -> bool:
+        return self.integrity_check() == "ok"
 
     # -- conversations and turns -------------------------------------------------------
     def new_conversation(self, user_id: str) -> int:
         with self.transaction() as c:
-            cur = c.execute(
-                "INSERT INTO conversations (user_id, created_at) VALUES (?, ?)", (user_id, now())
+            return _new_id(
+                c.execute(
+                    "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+                    (user_id, now()),
+                )
             )
-            return int(cur.lastrowid or 0)
 
     def conversation_user(self, conversation_id: int) -> str | None:
-        row = self.conn.execute(
-            "SELECT user_id FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
-        return None if row is None else str(row["user_id"])
+        user = self.scalar("SELECT user_id FROM conversations WHERE id = ?", (conversation_id,))
+        return None if user is None else str(user)
 
     def latest_conversation(self, user_id: str) -> int | None:
-        row = self.conn.execute(
+        found = self.scalar(
             "SELECT id FROM conversations WHERE user_id = ? ORDER BY id DESC LIMIT 1", (user_id,)
-        ).fetchone()
-        return None if row is None else int(row["id"])
+        )
+        return None if found is None else int(found)
 
     def start_turn(self, conversation_id: int, user_text: str, origin: str = "user") -> int:
         with self.transaction() as c:
-            cur = c.execute(
-                "INSERT INTO turns (conversation_id, origin, user_text, status, started_at) "
-                "VALUES (?, ?, ?, 'running', ?)",
-                (conversation_id, origin, user_text, now()),
+            return _new_id(
+                c.execute(
+                    "INSERT INTO turns (conversation_id, origin, user_text, status, started_at) "
+                    "VALUES (?, ?, ?, 'running', ?) RETURNING id",
+                    (conversation_id, origin, user_text, now()),
+                )
             )
-            return int(cur.lastrowid or 0)
 
     def finish_turn(
         self,
@@ -148,200 +200,114 @@ class Database:
         reply: str,
         trace: dict[str, Any],
         calls: list[CallRecord],
-        memory: tuple[str, str, float] | None,
         user_message: bool = True,
-    ) -> int | None:
-        """Store a completed turn in one transaction; return the new memory id, if any.
+        also: Callable[[Connection, int | None], T] | None = None,
+    ) -> T | None:
+        """Store a completed turn in one transaction.
 
-        ``memory`` is ``(user_id, text, score)``. ``user_message=False`` for a turn Nova
+        ``also(connection, user_message_id)`` runs inside the same transaction (the memory
+        write and its background jobs), and its result is returned: a turn and what it
+        taught Nova land together or not at all. ``user_message=False`` for a turn Nova
         started herself (a self-triggered follow-up): only her message is stored.
         """
         stamp = now()
-        rows = [(conversation_id, turn_id, "user", user_text, stamp)] if user_message else []
-        rows.append((conversation_id, turn_id, "assistant", reply, stamp))
         with self.transaction() as c:
-            c.executemany(
-                "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
-            memory_id = None
-            if memory is not None:
-                user_id, text, score = memory
-                cur = c.execute(
-                    "INSERT INTO memories (user_id, kind, text, score, source_turn_id, created_at) "
-                    "VALUES (?, 'short_term', ?, ?, ?, ?) "
-                    "ON CONFLICT (source_turn_id, kind) DO NOTHING",
-                    (user_id, text, score, turn_id, stamp),
+            message_id = None
+            if user_message:
+                message_id = _new_id(
+                    c.execute(
+                        "INSERT INTO messages (conversation_id, turn_id, role, content, "
+                        "created_at) VALUES (?, ?, 'user', ?, ?) RETURNING id",
+                        (conversation_id, turn_id, user_text, stamp),
+                    )
                 )
-                memory_id = int(cur.lastrowid or 0) if cur.rowcount else None
-            self._insert_calls(c, turn_id, calls)
+            c.execute(
+                "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
+                "VALUES (?, ?, 'assistant', ?, ?)",
+                (conversation_id, turn_id, reply, stamp),
+            )
+            result = also(c, message_id) if also is not None else None
+            insert_calls(c, calls, turn_id=turn_id)
             c.execute(
                 "UPDATE turns SET status = 'done', trace_json = ?, finished_at = ? WHERE id = ?",
                 (json.dumps(trace, ensure_ascii=False), stamp, turn_id),
             )
-        return memory_id
+        return result
 
     def end_turn_unfinished(
         self, turn_id: int, status: str, error: str, calls: list[CallRecord]
     ) -> None:
         """Mark a turn failed or aborted; keep its call records, write no messages."""
         with self.transaction() as c:
-            self._insert_calls(c, turn_id, calls)
+            insert_calls(c, calls, turn_id=turn_id)
             c.execute(
                 "UPDATE turns SET status = ?, error = ?, finished_at = ? WHERE id = ?",
                 (status, error, now(), turn_id),
             )
 
-    @staticmethod
-    def _insert_calls(c: sqlite3.Connection, turn_id: int, calls: list[CallRecord]) -> None:
-        stamp = now()
-        c.executemany(
-            "INSERT INTO llm_calls (turn_id, seq, caller, backend, model, think, content_len, "
-            "thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, duration_ms, "
-            "queue_wait_ms, attempt, error, normalizer, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    turn_id,
-                    seq,
-                    r.caller,
-                    r.backend,
-                    r.model,
-                    int(r.think),
-                    r.content_len,
-                    r.thinking_len,
-                    r.eval_count,
-                    r.prompt_eval_count,
-                    r.tool_calls,
-                    r.outcome,
-                    r.ms,
-                    r.queue_wait_ms,
-                    r.attempt,
-                    r.error,
-                    r.normalizer,
-                    stamp,
-                )
-                for seq, r in enumerate(calls, start=1)
-            ],
-        )
-
     def history(self, conversation_id: int, turns: int) -> list[Message]:
         """The last ``turns`` completed exchanges of a conversation, oldest first."""
-        rows = self.conn.execute(
+        rows = self.query(
             "SELECT m.role, m.content FROM messages m JOIN turns t ON t.id = m.turn_id "
             "WHERE m.conversation_id = ? AND t.status = 'done' "
             "ORDER BY m.id DESC LIMIT ?",
             (conversation_id, turns * 2),
-        ).fetchall()
+        )
         return [Message(r["role"], r["content"]) for r in reversed(rows)]
 
     def turn(self, turn_id: int) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT * FROM turns WHERE id = ?", (turn_id,)).fetchone()
-        return None if row is None else dict(row)
+        return self.one("SELECT * FROM turns WHERE id = ?", (turn_id,))
 
     def calls_of(self, turn_id: int) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq", (turn_id,)
-        )
-        return [dict(r) for r in rows]
+        return self.query("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq", (turn_id,))
 
-    # -- memory (first version: salient short-term items) ------------------------------
-    def recent_memories(self, user_id: str, limit: int) -> list[Memory]:
-        rows = self.conn.execute(
-            "SELECT id, text, score, source_turn_id, created_at FROM memories "
-            "WHERE user_id = ? ORDER BY id DESC LIMIT ?",
-            (user_id, limit),
-        )
-        return [
-            Memory(r["id"], r["text"], r["score"], r["source_turn_id"], r["created_at"])
-            for r in rows
-        ]
-
-    def memory(self, user_id: str, memory_id: int) -> Memory | None:
-        row = self.conn.execute(
-            "SELECT id, text, score, source_turn_id, created_at FROM memories "
-            "WHERE user_id = ? AND id = ?",
-            (user_id, memory_id),
-        ).fetchone()
-        if row is None:
-            return None
-        return Memory(
-            row["id"], row["text"], row["score"], row["source_turn_id"], row["created_at"]
-        )
-
-    def forget_memory(self, user_id: str, memory_id: int) -> bool:
-        """Delete one memory of this user; ``False`` if there was none with that id."""
-        with self.transaction() as c:
-            cur = c.execute(
-                "DELETE FROM memories WHERE user_id = ? AND id = ?", (user_id, memory_id)
-            )
-        return cur.rowcount > 0
-
-    def search_memories(self, user_id: str, query: str, limit: int) -> list[Memory]:
-        """Memories of this user that contain any word of ``query`` (first version)."""
-        words = [w for w in query.lower().split() if len(w) > 2][:8] or [query.lower()]
-        clause = " OR ".join("lower(text) LIKE ?" for _ in words)
-        rows = self.conn.execute(
-            f"SELECT id, text, score, source_turn_id, created_at FROM memories "
-            f"WHERE user_id = ? AND ({clause}) ORDER BY id DESC LIMIT ?",
-            (user_id, *(f"%{w}%" for w in words), limit),
-        )
-        return [
-            Memory(r["id"], r["text"], r["score"], r["source_turn_id"], r["created_at"])
-            for r in rows
-        ]
-
-    # -- user profile and timeline (first version: read by the enricher) ---------------
-    def set_profile(self, user_id: str, part: str, text: str) -> int:
-        """Store a new version of the profile's ``core`` or ``adaptive`` part; return it."""
-        with self.transaction() as c:
-            row = c.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM profiles WHERE user_id = ? AND part = ?",
-                (user_id, part),
-            ).fetchone()
-            version = int(row[0]) + 1
-            c.execute(
-                "INSERT INTO profiles (user_id, part, version, text, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (user_id, part, version, text, now()),
-            )
-        return version
-
-    def profile(self, user_id: str) -> dict[str, str]:
-        """The latest ``core`` and ``adaptive`` texts (parts never written are absent)."""
-        rows = self.conn.execute(
-            "SELECT part, text FROM profiles p WHERE user_id = ? AND version = "
-            "(SELECT MAX(version) FROM profiles q WHERE q.user_id = p.user_id AND q.part = p.part)",
-            (user_id,),
-        )
-        return {r["part"]: r["text"] for r in rows}
-
-    def add_timeline(
-        self, user_id: str, happens_on: str, text: str, source_turn_id: int | None = None
-    ) -> int:
-        with self.transaction() as c:
-            cur = c.execute(
-                "INSERT INTO timeline (user_id, happens_on, text, source_turn_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (user_id, happens_on, text, source_turn_id, now()),
-            )
-            return int(cur.lastrowid or 0)
-
-    def timeline_between(self, user_id: str, start: str, end: str) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT id, happens_on, text FROM timeline WHERE user_id = ? "
-            "AND happens_on BETWEEN ? AND ? ORDER BY happens_on, id",
-            (user_id, start, end),
-        )
-        return [dict(r) for r in rows]
-
-    # -- events ------------------------------------------------------------------------
     def events_of_turn(self, turn_id: int) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
+        return self.query(
             "SELECT id, type, status FROM events WHERE turn_id = ? ORDER BY id", (turn_id,)
         )
-        return [dict(r) for r in rows]
 
-    def integrity_ok(self) -> bool:
-        return bool(self.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+
+def _new_id(result: Result) -> int:
+    new = result.scalar()
+    if new is None:
+        raise StorageError("The database did not return the new row's id.")
+    return int(new)
+
+
+def insert_calls(
+    c: Connection, calls: list[CallRecord], *, turn_id: int | None, event_id: int | None = None
+) -> None:
+    """One row per request sent (retries included), in the order they were sent."""
+    if not calls:
+        return
+    stamp = now()
+    c.executemany(
+        "INSERT INTO llm_calls (turn_id, event_id, seq, caller, backend, model, think, "
+        "content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
+        "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                turn_id,
+                event_id,
+                seq,
+                r.caller,
+                r.backend,
+                r.model,
+                int(r.think),
+                r.content_len,
+                r.thinking_len,
+                r.eval_count,
+                r.prompt_eval_count,
+                r.tool_calls,
+                r.outcome,
+                r.ms,
+                r.queue_wait_ms,
+                r.attempt,
+                r.error,
+                r.normalizer,
+                stamp,
+            )
+            for seq, r in enumerate(calls, start=1)
+        ],
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from novaberg.memory.retrieval import Retriever
+from novaberg.memory.store import MemoryStore
 from novaberg.tools.builtin import SearchArguments
 from novaberg.tools.registry import ToolEnv
 
@@ -9,7 +11,7 @@ LIMIT = 8
 
 
 def memory_search(arguments: SearchArguments, env: ToolEnv) -> str:
-    found = env.db.search_memories(env.user_id, arguments.query, LIMIT)
+    found = Retriever(MemoryStore(env.db), max_items=LIMIT).retrieve(env.user_id, arguments.query)
     if not found:
         return f"Nothing remembered about {arguments.query!r}."
-    return "\n".join(f"- {m.text}" for m in found)
+    return "\n".join(f"- {r.item.text}" for r in found)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+from novaberg.memory.store import MemoryStore
 from novaberg.tools.builtin import TimelineArguments
 from novaberg.tools.registry import ToolEnv
 
 
 def timeline(arguments: TimelineArguments, env: ToolEnv) -> str:
     today = date.today()
-    entries = env.db.timeline_between(
+    entries = MemoryStore(env.db).events_between(
         env.user_id,
         (today - timedelta(days=arguments.days_back)).isoformat(),
         (today + timedelta(days=arguments.days_ahead)).isoformat(),
     )
     if not entries:
         return "No timeline entries in that range."
-    return "\n".join(f"{e['happens_on']}: {e['text']}" for e in entries)
+    return "\n".join(f"{e.happens_on}: {e.text}" for e in entries)

@@ -1,0 +1,362 @@
+"""Background memory jobs, run from the event queue at background priority.
+
+A salient turn stores a short-term item and, in the same transaction, enqueues its jobs:
+
+- ``consolidate``: the item becomes a long-term fact: new, the same as an existing fact (the
+  item is linked to it), or an update of one (the old fact is kept with a validity end);
+- ``timeline``: dated events in the user's message, the date resolved by ``dateparser``
+  against the message's own time ("morgen", "next Friday");
+- ``profile_adaptive`` after every salient turn, ``profile_core`` every
+  ``memory.core_every`` items: a new profile version whose statements name their sources.
+
+Each job's writes, its call records and its ``done``/``failed`` mark land in one transaction,
+and every write has an idempotency key, so a job that runs again after a crash changes
+nothing twice. A model answer that is malformed, empty or points at memories it was not shown
+is recorded as ``failed`` with the reason, never as "nothing to remember".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from novaberg.errors import NovabergError
+from novaberg.events import Event
+from novaberg.memory.retrieval import query_terms
+from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
+from novaberg.nodes.context import TurnContext
+from novaberg.nodes.structured import ask_structured
+from novaberg.queue import BACKGROUND
+from novaberg.storage.db import insert_calls
+
+log = logging.getLogger("novaberg")
+
+JOB_TYPES = ("consolidate", "timeline", "profile_adaptive", "profile_core")
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    event_id: int
+    type: str
+    status: Literal["done", "failed"]
+    result: str
+
+
+class Failed(Exception):
+    """A job that could not produce anything usable; the message says why."""
+
+
+# -- model outputs --------------------------------------------------------------------------
+class Consolidation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    action: Literal["new", "same", "update"]
+    fact_id: int | None = None
+    fact: str = Field(default="", max_length=500)
+
+
+class DatedEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    what: str = Field(max_length=300)
+    when: str = Field(max_length=100)
+
+
+class Events(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    events: list[DatedEvent] = Field(max_length=5)
+
+
+class ProfileStatement(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: str = Field(max_length=300)
+    sources: list[int]
+
+
+class ProfileOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    statements: list[ProfileStatement] = Field(max_length=10)
+
+
+# -- prompts (the model sees only the user's memories: never tool output or thinking) --------
+CONSOLIDATE = (
+    "You keep the long-term facts Nova knows about her user. Compare the NEW ITEM with the "
+    'EXISTING FACTS. Answer with ONE JSON object {"action", "fact_id", "fact"}: '
+    '"same" if an existing fact already says it (fact_id: that fact), "update" if it changes '
+    "an existing fact, e.g. a new name, city, job or plan (fact_id: the fact it replaces), "
+    '"new" otherwise (fact_id: null). "fact": the durable fact as one short sentence about '
+    'the user in the third person (for same: "").'
+)
+TIMELINE = (
+    "Find the dated events in the user's message: appointments, birthdays, plans, deadlines. "
+    'Answer with ONE JSON object {"events": [{"what": short description, "when": the exact '
+    'words of the message that say when}]}; {"events": []} if there is none.'
+)
+PROFILE = {
+    "adaptive": (
+        "Describe the user's CURRENT moods and concerns (the adaptive profile) in at most 5 "
+        "short statements. Use only what the memories below say; each statement lists the ids "
+        'of the memories it rests on. Answer with ONE JSON object {"statements": [{"text", '
+        '"sources": [ids]}]}.'
+    ),
+    "core": (
+        "Describe the user's STABLE traits, interests and circumstances (the core profile) in "
+        "at most 8 short statements. Use only what the memories below say; each statement "
+        'lists the ids of the memories it rests on. Answer with ONE JSON object {"statements": '
+        '[{"text", "sources": [ids]}]}.'
+    ),
+}
+
+
+def _listing(items: list[MemoryItem]) -> str:
+    return "\n".join(f"[{m.id}] {m.text}" for m in items) or "(none)"
+
+
+class BackgroundJobs:
+    """Runs the memory jobs waiting in the event queue, oldest first."""
+
+    def __init__(self, ctx_factory: Callable[[], TurnContext], user: str) -> None:
+        self.ctx_factory = ctx_factory
+        self.user = user
+
+    async def run_pending(self, limit: int = 100) -> list[JobOutcome]:
+        probe = self.ctx_factory()
+        outcomes = []
+        for event in probe.events.unfinished(JOB_TYPES, limit):
+            outcomes.append(await self.run(event))
+        return outcomes
+
+    async def run(self, event: Event) -> JobOutcome:
+        ctx = self.ctx_factory()
+        store = MemoryStore(ctx.db)
+        handler = _HANDLERS[event.type]
+        ctx.events.mark(event.id, "running")
+        try:
+            write, result = await handler(ctx, store, self.user, event)
+        except (Failed, NovabergError) as exc:
+            with ctx.db.transaction() as c:
+                insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
+                ctx.events.mark(event.id, "failed", str(exc), c)
+            log.warning("%s job (event %d) failed: %s", event.type, event.id, exc)
+            return JobOutcome(event.id, event.type, "failed", str(exc))
+        with ctx.db.transaction() as c:
+            if write is not None:
+                result = write(c) or result
+            insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
+            ctx.events.mark(event.id, "done", result, c)
+        log.info("%s job (event %d) done: %s", event.type, event.id, result)
+        return JobOutcome(event.id, event.type, "done", result)
+
+
+Write = Callable[[Any], str | None] | None
+Handler = Callable[[TurnContext, MemoryStore, str, Event], Coroutine[Any, Any, tuple[Write, str]]]
+
+
+def _source(store: MemoryStore, user: str, event: Event) -> MemoryItem | None:
+    return store.get(user, int(event.payload["memory_id"]))
+
+
+async def consolidate(
+    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+) -> tuple[Write, str]:
+    item = _source(store, user, event)
+    if item is None:
+        return None, "the item was forgotten before it was consolidated"
+    if item.consolidated_into is not None:
+        return None, f"already consolidated into fact {item.consolidated_into}"
+    matches = store.fulltext(user, query_terms(item.text), 20)
+    related = [
+        m
+        for m in store.by_ids(user, [i for i, _ in matches]).values()
+        if m.kind == "long_term" and m.current
+    ][:5]
+    messages = [
+        {"role": "system", "content": CONSOLIDATE},
+        {
+            "role": "user",
+            "content": f"EXISTING FACTS:\n{_listing(related)}\n\nNEW ITEM:\n{item.text}",
+        },
+    ]
+    out = await ask_structured(ctx, "consolidate", messages, Consolidation, priority=BACKGROUND)
+    if out is None:
+        raise Failed("the model returned no usable JSON (recorded as malformed)")
+    offered = {m.id for m in related}
+    if out.action in ("same", "update") and out.fact_id not in offered:
+        raise Failed(f"the model named fact {out.fact_id}, which it was not shown")
+    fact = out.fact.strip()
+    if out.action in ("new", "update") and not fact:
+        raise Failed(f"the model chose {out.action!r} but wrote no fact")
+    vector = await _embed(ctx, fact) if fact else None
+
+    def write(c: Any) -> str:
+        if out.action == "same":
+            assert out.fact_id is not None
+            MemoryStore.cover(c, item.id, out.fact_id)
+            return f"same as fact {out.fact_id}; item {item.id} linked to it"
+        added = MemoryStore.add(
+            c,
+            user,
+            "long_term",
+            fact,
+            item.importance,
+            f"fact:{item.id}",
+            source_turn_id=item.source_turn_id,
+            source_message_id=item.source_message_id,
+            derived_from=[item.id],
+        )
+        MemoryStore.cover(c, item.id, added.id)
+        if vector is not None and ctx.settings.memory.embed_model:
+            MemoryStore.set_vector(c, added.id, ctx.settings.memory.embed_model, vector)
+        if out.action == "update":
+            assert out.fact_id is not None
+            MemoryStore.supersede(c, out.fact_id, added.id)
+            return f"fact {added.id} supersedes fact {out.fact_id}"
+        return f"new fact {added.id}"
+
+    return write, ""
+
+
+def resolve_date(when: str, at: datetime, language: str) -> date | None:
+    """``when`` ("morgen", "next Friday", "am 12. Mai") as a date, relative to ``at``."""
+    import dateparser
+    from dateparser.search import search_dates
+
+    languages = list(dict.fromkeys([language, "en", "de"]))
+    settings: Any = {"RELATIVE_BASE": at.replace(tzinfo=None), "PREFER_DATES_FROM": "future"}
+    found = dateparser.parse(when, languages=languages, settings=settings)
+    if found is None:
+        hits = search_dates(when, languages=languages, settings=settings)
+        found = hits[0][1] if hits else None
+    return None if found is None else found.date()
+
+
+async def timeline(
+    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+) -> tuple[Write, str]:
+    from dateparser.search import search_dates
+
+    item = _source(store, user, event)
+    turn = ctx.db.turn(int(event.payload["turn_id"]))
+    if item is None or turn is None or turn["user_text"] == FORGOTTEN:
+        return None, "the source was forgotten"
+    message = str(turn["user_text"])
+    at = datetime.fromisoformat(str(turn["started_at"]))
+    languages = list(dict.fromkeys([ctx.settings.language, "en", "de"]))
+    settings: Any = {"RELATIVE_BASE": at.replace(tzinfo=None), "PREFER_DATES_FROM": "future"}
+    mentioned = search_dates(message, languages=languages, settings=settings)
+    if not mentioned:
+        return None, "no date expression in the message (dateparser found none); no model call"
+    messages = [
+        {"role": "system", "content": TIMELINE},
+        {"role": "user", "content": message},
+    ]
+    out = await ask_structured(ctx, "timeline", messages, Events, priority=BACKGROUND)
+    if out is None:
+        raise Failed("the model returned no usable JSON (recorded as malformed)")
+    words = ", ".join(repr(text) for text, _ in mentioned[:3])
+    if not out.events:
+        raise Failed(f"the model found no event although the message says {words}")
+    resolved = []
+    for n, found in enumerate(out.events):
+        day = resolve_date(found.when, at, ctx.settings.language)
+        if day is not None and found.what.strip():
+            resolved.append((n, found.what.strip(), day))
+    if not resolved:
+        raise Failed(f"no event date could be resolved (the model said {out.events[0].when!r})")
+
+    def write(c: Any) -> str:
+        stored = []
+        for n, what, day in resolved:
+            added = MemoryStore.add(
+                c,
+                user,
+                "event",
+                what,
+                item.importance,
+                f"event:{item.id}:{n}",
+                source_turn_id=item.source_turn_id,
+                source_message_id=item.source_message_id,
+                derived_from=[item.id],
+                happens_on=day.isoformat(),
+            )
+            stored.append(f"event {added.id} on {day.isoformat()}")
+        return ", ".join(stored)
+
+    return write, ""
+
+
+async def _profile(
+    part: Literal["core", "adaptive"],
+    ctx: TurnContext,
+    store: MemoryStore,
+    user: str,
+    event: Event,
+) -> tuple[Write, str]:
+    current = [m for m in store.items(user, current_only=True, limit=200) if m.kind != "event"]
+    if part == "adaptive":
+        since = datetime.now(UTC) - timedelta(days=14)
+        basis = [m for m in current if datetime.fromisoformat(m.valid_from) >= since][:20]
+    else:
+        basis = sorted(current, key=lambda m: -m.importance)[:40]
+    basis = [m for m in basis if m.consolidated_into is None]
+    if not basis:
+        return None, "no memories to build the profile from"
+    messages = [
+        {"role": "system", "content": PROFILE[part]},
+        {"role": "user", "content": f"MEMORIES:\n{_listing(basis)}"},
+    ]
+    out = await ask_structured(
+        ctx, f"profile_{part}", messages, ProfileOutput, priority=BACKGROUND, max_tokens=512
+    )
+    if out is None:
+        raise Failed("the model returned no usable JSON (recorded as malformed)")
+    offered = {m.id for m in basis}
+    statements = [
+        Statement(s.text.strip(), sorted(set(s.sources)))
+        for s in out.statements
+        if s.text.strip() and s.sources and set(s.sources) <= offered
+    ]
+    dropped = len(out.statements) - len(statements)
+    if not statements:
+        raise Failed(
+            f"no usable statement: {len(out.statements)} given, each empty or without "
+            "sources among the memories shown"
+        )
+
+    def write(c: Any) -> str:
+        version = store.set_profile(user, part, statements, c)
+        note = f" ({dropped} without valid sources dropped)" if dropped else ""
+        return f"{part} profile version {version}: {len(statements)} statements{note}"
+
+    return write, ""
+
+
+async def profile_adaptive(
+    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+) -> tuple[Write, str]:
+    return await _profile("adaptive", ctx, store, user, event)
+
+
+async def profile_core(
+    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+) -> tuple[Write, str]:
+    return await _profile("core", ctx, store, user, event)
+
+
+async def _embed(ctx: TurnContext, text: str) -> list[float] | None:
+    model = ctx.settings.memory.embed_model
+    if not model:
+        return None
+    vectors = await ctx.queue.embed([text], model, caller="embed", trace=ctx.trace)
+    return None if vectors is None else vectors[0]
+
+
+_HANDLERS: dict[str, Handler] = {
+    "consolidate": consolidate,
+    "timeline": timeline,
+    "profile_adaptive": profile_adaptive,
+    "profile_core": profile_core,
+}

@@ -1,0 +1,203 @@
+"""Retrieval for the enricher: recency + importance + relevance, packed into a token budget.
+
+As in Generative Agents, each candidate's score is a weighted sum of three parts in [0, 1]:
+
+- recency: ``0.5 ** (age_days / half_life_days)``;
+- importance: the salience score the item was stored with;
+- relevance: full-text rank (BM25 on SQLite FTS5, ``ts_rank_cd`` on PostgreSQL) divided by the
+  best rank among the candidates, or the cosine similarity of the message's and the item's
+  embeddings where both exist (the larger of the two).
+
+Candidates are the best full-text matches and the newest items; superseded facts
+(``valid_to`` set) and short-term items already covered by a fact are never candidates. An item
+with no relevance is kept only if it is both recent and important. Every returned item says
+why it was chosen; the enricher puts those reasons into the turn's trace.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from novaberg.memory.store import MemoryItem, MemoryStore
+
+_STOPWORDS = """
+    the and for are but not you your yours was were has have had this that these those with
+    from into about what when where which who whom why how can could would should will shall
+    may might must did does doing done any all some one ones our ours out its it's i'm i've
+    just also very really there their them they then than too much many more most such own
+    same other only over under again once here been being because while of to in on at by
+    is be as if or an a so do me my mine we us he him his she her hers it
+    tell know remember please nova think thing things like want need get got say said
+    der die das den dem des ein eine einer eines einem einen und oder aber nicht ist sind war
+    waren bin bist hat habe hast haben mit von vom zum zur für auf aus bei nach über unter
+    wie was wer wo wann warum welche welcher welches ich du er sie es wir ihr mich mir dich
+    dir uns euch mein meine meiner meinen meinem dein deine sein seine ihre kann können
+    noch schon auch nur sehr dann denn doch mal weißt erinnerst bitte
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(text: str, limit: int = 12) -> list[str]:
+    """Distinct content words of a message, lower-case, word characters only."""
+    seen: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 3 or word in STOPWORDS or word in seen or "_" in word:
+            continue
+        seen.append(word)
+        if len(seen) == limit:
+            break
+    return seen
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token (no tokenizer is shared by every backend)."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    if len(a) != len(b) or not a:
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return max(0.0, dot / norm) if norm else 0.0
+
+
+@dataclass(frozen=True)
+class Weights:
+    recency: float = 1.0
+    importance: float = 1.0
+    relevance: float = 2.0
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    item: MemoryItem
+    score: float
+    recency: float
+    importance: float
+    relevance: float
+    tokens: int
+    reason: str
+
+    def view(self) -> dict[str, object]:
+        return {
+            "id": self.item.id,
+            "kind": self.item.kind,
+            "text": self.item.text,
+            "score": round(self.score, 3),
+            "tokens": self.tokens,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Retriever:
+    store: MemoryStore
+    budget_tokens: int = 400
+    max_items: int = 8
+    half_life_days: float = 14.0
+    fulltext_candidates: int = 50
+    recent_candidates: int = 10
+    weights: Weights = Weights()
+
+    def retrieve(
+        self,
+        user: str,
+        message: str,
+        *,
+        at: datetime | None = None,
+        query_vector: Sequence[float] | None = None,
+        vector_model: str | None = None,
+    ) -> list[Retrieved]:
+        at = at or datetime.now(UTC)
+        terms = query_terms(message)
+        matches = self.store.fulltext(user, terms, self.fulltext_candidates)
+        best = max((rank for _, rank in matches), default=0.0)
+        lexical = {i: (rank / best if best > 0 else 0.0) for i, rank in matches}
+        items = self.store.by_ids(user, lexical)
+        for item in self.store.recent(user, self.recent_candidates):
+            items.setdefault(item.id, item)
+        vectors = (
+            self.store.vectors(items, vector_model)
+            if query_vector is not None and vector_model
+            else {}
+        )
+        scored = []
+        for item in items.values():
+            semantic = (
+                cosine(query_vector, vectors[item.id])
+                if query_vector is not None and item.id in vectors
+                else 0.0
+            )
+            relevance = max(lexical.get(item.id, 0.0), semantic)
+            recency = self._recency(item, at)
+            if relevance == 0.0 and recency * item.importance < 0.6:
+                continue  # neither about this message nor fresh and important
+            w = self.weights
+            score = w.recency * recency + w.importance * item.importance + w.relevance * relevance
+            reason = _reason(item, terms, lexical.get(item.id, 0.0), semantic, recency, at)
+            scored.append(
+                Retrieved(
+                    item,
+                    score,
+                    recency,
+                    item.importance,
+                    relevance,
+                    estimate_tokens(item.text),
+                    reason,
+                )
+            )
+        scored.sort(key=lambda r: (-r.score, -r.item.id))
+        return self._pack(scored)
+
+    def _recency(self, item: MemoryItem, at: datetime) -> float:
+        created = datetime.fromisoformat(item.valid_from)
+        age_days = max(0.0, (at - created).total_seconds() / 86400)
+        return float(0.5 ** (age_days / self.half_life_days))
+
+    def _pack(self, scored: list[Retrieved]) -> list[Retrieved]:
+        chosen: list[Retrieved] = []
+        used = 0
+        for candidate in scored:
+            if len(chosen) == self.max_items:
+                break
+            if used + candidate.tokens > self.budget_tokens:
+                continue  # a smaller, lower-ranked item may still fit
+            chosen.append(candidate)
+            used += candidate.tokens
+        return chosen
+
+
+def _reason(
+    item: MemoryItem,
+    terms: list[str],
+    lexical: float,
+    semantic: float,
+    recency: float,
+    at: datetime,
+) -> str:
+    parts = []
+    if lexical > 0:
+        words = [t for t in terms if t in item.text.lower()]
+        shown = ", ".join(f"'{w}'" for w in words[:4]) or "a word stem"
+        parts.append(f"matches {shown} (text rank {lexical:.2f})")
+    if semantic > 0:
+        parts.append(f"similar in meaning ({semantic:.2f})")
+    age = (at - datetime.fromisoformat(item.valid_from)).total_seconds() / 86400
+    parts.append(f"{_age(age)} old (recency {recency:.2f})")
+    parts.append(f"importance {item.importance:.2f}")
+    label = {"long_term": "fact", "short_term": "recent item", "event": "timeline event"}
+    return f"{label.get(item.kind, item.kind)}: " + "; ".join(parts)
+
+
+def _age(days: float) -> str:
+    if days < 1 / 24:
+        return "under an hour"
+    if days < 1:
+        return f"{days * 24:.0f} h"
+    return f"{days:.0f} d"

@@ -1,0 +1,443 @@
+"""What Nova remembers about a user, and the queries on it (SQLite and PostgreSQL alike).
+
+One ``memories`` table holds every kind:
+
+- ``short_term``: one item per salient turn (the salience node's one-sentence summary of the
+  USER's message), with the turn and message it came from;
+- ``long_term``: facts consolidated from short-term items by a background job; a fact that a
+  newer one replaces keeps its row with ``valid_to`` set (Zep-style validity), and is never
+  retrieved as current;
+- ``event``: timeline entries with a resolved date (``happens_on``).
+
+Every write carries an ``item_key`` (one per source and item) and is ``ON CONFLICT DO
+NOTHING``: a job or turn that runs again after a crash cannot store anything twice.
+
+The user profile is versioned per part (``core``, ``adaptive``); each version is a list of
+statements, each naming the memory ids it was derived from, so that :meth:`forget` can
+remove exactly the statements that came from a forgotten item.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from novaberg.storage.db import Database, now
+from novaberg.storage.sql import Connection
+from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
+
+log = logging.getLogger("novaberg")
+
+Kind = Literal["short_term", "long_term", "event"]
+ProfilePart = Literal["core", "adaptive"]
+FORGOTTEN = "[forgotten at the user's request]"
+COLUMNS = (
+    "id, kind, text, importance, item_key, source_turn_id, source_message_id, derived_from, "
+    "happens_on, valid_from, valid_to, superseded_by, consolidated_into, created_at"
+)
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: int
+    kind: str
+    text: str
+    importance: float
+    item_key: str
+    source_turn_id: int | None
+    source_message_id: int | None
+    derived_from: list[int]
+    happens_on: str | None
+    valid_from: str
+    valid_to: str | None
+    superseded_by: int | None
+    consolidated_into: int | None
+    created_at: str
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
+
+    def view(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MemoryItem:
+        fields = {k: row[k] for k in COLUMNS.split(", ")}
+        fields["derived_from"] = json.loads(row["derived_from"] or "[]")
+        fields["importance"] = float(row["importance"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class Added:
+    id: int
+    created: bool
+    """False when a row with the same key existed (a repeated write)."""
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    sources: list[int]
+
+
+@dataclass(frozen=True)
+class Profile:
+    part: str
+    version: int
+    text: str
+    statements: list[Statement]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    ids: list[int]
+    profile_versions: int
+    """How many stored profile versions lost a statement derived from the forgotten items."""
+    turns_scrubbed: int
+
+
+def pack_vector(values: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def unpack_vector(blob: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
+
+
+class MemoryStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- writes (inside a caller's transaction) ----------------------------------------
+    @staticmethod
+    def add(
+        c: Connection,
+        user: str,
+        kind: Kind,
+        text: str,
+        importance: float,
+        item_key: str,
+        *,
+        source_turn_id: int | None = None,
+        source_message_id: int | None = None,
+        derived_from: Iterable[int] = (),
+        happens_on: str | None = None,
+        valid_from: str | None = None,
+    ) -> Added:
+        cleaned = clean_text(text, MEMORY_TEXT_LIMIT, what=f"memory text ({item_key})")
+        for notice in cleaned.notices:
+            log.warning("%s", notice)
+        stamp = now()
+        row = c.execute(
+            "INSERT INTO memories (user_id, kind, text, importance, item_key, source_turn_id, "
+            "source_message_id, derived_from, happens_on, valid_from, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (user_id, item_key) DO NOTHING RETURNING id",
+            (
+                user,
+                kind,
+                cleaned.text,
+                max(0.0, min(1.0, float(importance))),
+                item_key,
+                source_turn_id,
+                source_message_id,
+                json.dumps(sorted(set(derived_from))),
+                happens_on,
+                valid_from or stamp,
+                stamp,
+            ),
+        ).scalar()
+        if row is not None:
+            return Added(int(row), True, cleaned.notices)
+        existing = c.execute(
+            "SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, item_key)
+        ).scalar()
+        return Added(int(existing), False, cleaned.notices)
+
+    @staticmethod
+    def supersede(c: Connection, old_id: int, new_id: int) -> None:
+        """``old_id`` stops being current: kept, with its validity end and successor."""
+        c.execute(
+            "UPDATE memories SET valid_to = ?, superseded_by = ? WHERE id = ? AND valid_to IS NULL",
+            (now(), new_id, old_id),
+        )
+
+    @staticmethod
+    def cover(c: Connection, item_id: int, fact_id: int) -> None:
+        """A short-term item is now covered by a long-term fact (not retrieved twice)."""
+        c.execute("UPDATE memories SET consolidated_into = ? WHERE id = ?", (fact_id, item_id))
+        row = c.execute("SELECT derived_from FROM memories WHERE id = ?", (fact_id,)).one()
+        if row is not None:
+            sources = set(json.loads(row["derived_from"] or "[]")) | {item_id}
+            c.execute(
+                "UPDATE memories SET derived_from = ? WHERE id = ?",
+                (json.dumps(sorted(sources)), fact_id),
+            )
+
+    @staticmethod
+    def set_vector(c: Connection, memory_id: int, model: str, vector: Sequence[float]) -> None:
+        c.execute(
+            "INSERT INTO memory_vectors (memory_id, model, vec) VALUES (?, ?, ?) "
+            "ON CONFLICT (memory_id) DO NOTHING",
+            (memory_id, model, pack_vector(vector)),
+        )
+
+    # -- reads -------------------------------------------------------------------------
+    def get(self, user: str, memory_id: int) -> MemoryItem | None:
+        row = self.db.one(
+            f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND id = ?", (user, memory_id)
+        )
+        return None if row is None else MemoryItem.from_row(row)
+
+    def by_ids(self, user: str, ids: Iterable[int]) -> dict[int, MemoryItem]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND id IN ({marks})",
+            (user, *wanted),
+        )
+        return {int(r["id"]): MemoryItem.from_row(r) for r in rows}
+
+    def items(
+        self,
+        user: str,
+        *,
+        kind: str | None = None,
+        current_only: bool = False,
+        limit: int | None = None,
+    ) -> list[MemoryItem]:
+        """Newest first."""
+        where = ["user_id = ?"]
+        params: list[Any] = [user]
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        if current_only:
+            where.append("valid_to IS NULL")
+        sql = f"SELECT {COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [MemoryItem.from_row(r) for r in self.db.query(sql, params)]
+
+    def recent(self, user: str, limit: int) -> list[MemoryItem]:
+        """The newest items that retrieval may return (current, not covered by a fact)."""
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND valid_to IS NULL "
+            "AND consolidated_into IS NULL ORDER BY id DESC LIMIT ?",
+            (user, limit),
+        )
+        return [MemoryItem.from_row(r) for r in rows]
+
+    def fulltext(self, user: str, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """``(id, relevance)`` of retrievable items matching any term (prefix match), best
+        first: BM25 on SQLite (FTS5), ``ts_rank_cd`` on PostgreSQL. Terms are word
+        characters only (see :func:`novaberg.memory.retrieval.query_terms`)."""
+        if not terms:
+            return []
+        if self.db.dialect == "sqlite":
+            match = " OR ".join(f'"{t}"*' for t in terms)
+            rows = self.db.query(
+                "SELECT m.id AS id, -bm25(memories_fts) AS rel FROM memories_fts "
+                "JOIN memories m ON m.id = memories_fts.rowid "
+                "WHERE memories_fts MATCH ? AND m.user_id = ? AND m.valid_to IS NULL "
+                "AND m.consolidated_into IS NULL ORDER BY rel DESC LIMIT ?",
+                (match, user, limit),
+            )
+        else:
+            query = " | ".join(f"{t}:*" for t in terms)
+            rows = self.db.query(
+                "SELECT id, ts_rank_cd(tsv, q) AS rel FROM memories, "
+                "to_tsquery('simple', ?) q WHERE user_id = ? AND tsv @@ q "
+                "AND valid_to IS NULL AND consolidated_into IS NULL "
+                "ORDER BY rel DESC LIMIT ?",
+                (query, user, limit),
+            )
+        return [(int(r["id"]), float(r["rel"])) for r in rows]
+
+    def vectors(self, ids: Iterable[int], model: str) -> dict[int, list[float]]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        rows = self.db.query(
+            f"SELECT memory_id, vec FROM memory_vectors WHERE model = ? AND memory_id IN ({marks})",
+            (model, *wanted),
+        )
+        return {int(r["memory_id"]): unpack_vector(bytes(r["vec"])) for r in rows}
+
+    def events_between(self, user: str, start: str, end: str) -> list[MemoryItem]:
+        rows = self.db.query(
+            f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND kind = 'event' "
+            "AND valid_to IS NULL AND happens_on BETWEEN ? AND ? ORDER BY happens_on, id",
+            (user, start, end),
+        )
+        return [MemoryItem.from_row(r) for r in rows]
+
+    def add_event(self, user: str, happens_on: str, text: str, item_key: str) -> Added:
+        with self.db.transaction() as c:
+            return self.add(c, user, "event", text, 0.5, item_key, happens_on=happens_on)
+
+    # -- profile -----------------------------------------------------------------------
+    def set_profile(
+        self,
+        user: str,
+        part: ProfilePart,
+        statements: Sequence[Statement],
+        c: Connection | None = None,
+    ) -> int:
+        """Store a new version of one part; return its number."""
+        if c is None:
+            with self.db.transaction() as tx:
+                return self.set_profile(user, part, statements, tx)
+        version = 1 + int(
+            c.execute(
+                "SELECT COALESCE(MAX(version), 0) AS v FROM profiles "
+                "WHERE user_id = ? AND part = ?",
+                (user, part),
+            ).scalar()
+        )
+        c.execute(
+            "INSERT INTO profiles (user_id, part, version, text, statements, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (user, part, version, _profile_text(statements), _statements_json(statements), now()),
+        )
+        return version
+
+    def set_profile_text(self, user: str, part: ProfilePart, text: str) -> int:
+        """A profile version written by hand (tests, eval scenarios): one sourceless line."""
+        return self.set_profile(user, part, [Statement(text, [])])
+
+    def profile(self, user: str) -> dict[str, Profile]:
+        """The latest version of each part that was ever written."""
+        rows = self.db.query(
+            "SELECT part, version, text, statements, created_at FROM profiles p "
+            "WHERE user_id = ? AND version = (SELECT MAX(version) FROM profiles q "
+            "WHERE q.user_id = p.user_id AND q.part = p.part)",
+            (user,),
+        )
+        return {r["part"]: _profile(r) for r in rows}
+
+    def profile_history(self, user: str) -> list[Profile]:
+        rows = self.db.query(
+            "SELECT part, version, text, statements, created_at FROM profiles "
+            "WHERE user_id = ? ORDER BY part, version",
+            (user,),
+        )
+        return [_profile(r) for r in rows]
+
+    # -- forgetting --------------------------------------------------------------------
+    def forget(self, user: str, memory_id: int) -> Forgotten | None:
+        """Remove an item and everything derived from it, everywhere, for good.
+
+        The family of an item: the item; the long-term facts derived from it; the sources of
+        a forgotten fact (they say the same thing). Removed with them: their vectors and
+        full-text entries, every profile statement derived from any of them (in every stored
+        version), and the words of the turns they came from (the user's message, Nova's
+        reply and the turn's trace are overwritten). A fact that a forgotten fact had
+        superseded becomes current again. Returns ``None`` if the user has no such item.
+        """
+        rows = self.db.query(
+            "SELECT id, kind, derived_from, consolidated_into, superseded_by, source_turn_id "
+            "FROM memories WHERE user_id = ?",
+            (user,),
+        )
+        by_id = {int(r["id"]): r for r in rows}
+        if memory_id not in by_id:
+            return None
+        family = _family(memory_id, by_id)
+        turns = sorted(
+            {int(by_id[i]["source_turn_id"]) for i in family if by_id[i]["source_turn_id"]}
+        )
+        ids = sorted(family)
+        marks = ", ".join("?" for _ in ids)
+        changed_profiles = 0
+        with self.db.transaction() as c:
+            c.execute(
+                f"UPDATE memories SET valid_to = NULL, superseded_by = NULL "
+                f"WHERE user_id = ? AND superseded_by IN ({marks})",
+                (user, *ids),
+            )
+            c.execute(
+                f"UPDATE memories SET consolidated_into = NULL "
+                f"WHERE user_id = ? AND consolidated_into IN ({marks})",
+                (user, *ids),
+            )
+            c.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({marks})", ids)
+            c.execute(f"DELETE FROM memories WHERE user_id = ? AND id IN ({marks})", (user, *ids))
+            for row in c.execute(
+                "SELECT id, statements FROM profiles WHERE user_id = ?", (user,)
+            ).rows:
+                statements = _statements(row["statements"])
+                kept = [s for s in statements if not family.intersection(s.sources)]
+                if len(kept) != len(statements):
+                    changed_profiles += 1
+                    c.execute(
+                        "UPDATE profiles SET text = ?, statements = ? WHERE id = ?",
+                        (_profile_text(kept), _statements_json(kept), row["id"]),
+                    )
+            if turns:
+                tmarks = ", ".join("?" for _ in turns)
+                c.execute(
+                    f"UPDATE messages SET content = ? WHERE turn_id IN ({tmarks})",
+                    (FORGOTTEN, *turns),
+                )
+                c.execute(
+                    f"UPDATE turns SET user_text = ?, trace_json = ? WHERE id IN ({tmarks})",
+                    (FORGOTTEN, json.dumps({"forgotten": True}), *turns),
+                )
+        self._compact()
+        return Forgotten(ids, changed_profiles, len(turns))
+
+    def _compact(self) -> None:
+        """Make deleted text unrecoverable from the files, not only from the queries."""
+        if self.db.dialect == "sqlite":
+            with self.db.transaction() as c:
+                c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+            self.db.query("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            self.db.conn.execute("VACUUM memories, memory_vectors, profiles, messages, turns")
+
+
+def _family(start: int, by_id: dict[int, dict[str, Any]]) -> set[int]:
+    family = {start}
+    while True:
+        grown = set(family)
+        for i, row in by_id.items():
+            sources = set(json.loads(row["derived_from"] or "[]"))
+            if sources & family or row["consolidated_into"] in family:
+                grown.add(i)  # derived from a forgotten item
+            if i in family and row["kind"] == "long_term":
+                grown |= sources & by_id.keys()  # what a forgotten fact was made of
+        if grown == family:
+            return family
+        family = grown
+
+
+def _statements(raw: str | None) -> list[Statement]:
+    return [Statement(s["text"], list(s.get("sources", []))) for s in json.loads(raw or "[]")]
+
+
+def _statements_json(statements: Sequence[Statement]) -> str:
+    return json.dumps([asdict(s) for s in statements], ensure_ascii=False)
+
+
+def _profile_text(statements: Sequence[Statement]) -> str:
+    return "\n".join(s.text for s in statements)
+
+
+def _profile(row: dict[str, Any]) -> Profile:
+    statements = _statements(row["statements"])
+    if not statements and row["text"]:
+        statements = [Statement(row["text"], [])]  # a version written before m004
+    return Profile(row["part"], int(row["version"]), row["text"], statements, row["created_at"])

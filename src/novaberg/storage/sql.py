@@ -1,0 +1,164 @@
+"""One small connection interface over SQLite (sqlite3) and PostgreSQL (psycopg 3).
+
+Queries are written once, with ``?`` placeholders and ``RETURNING`` for new ids; the
+PostgreSQL connection translates the placeholders. What differs between the two (schema
+DDL, full-text search, integrity checks) is asked of :attr:`Connection.dialect`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from novaberg.errors import StorageError
+
+Dialect = Literal["sqlite", "postgres"]
+Params = Sequence[Any]
+
+
+@dataclass(frozen=True)
+class Result:
+    rows: list[dict[str, Any]]
+    rowcount: int
+
+    def one(self) -> dict[str, Any] | None:
+        return self.rows[0] if self.rows else None
+
+    def scalar(self) -> Any:
+        return next(iter(self.rows[0].values())) if self.rows else None
+
+
+class Connection(Protocol):
+    dialect: Dialect
+    where: str
+    """A human-readable name of the database, for error messages (never a password)."""
+
+    def execute(self, sql: str, params: Params = ()) -> Result: ...
+    def executemany(self, sql: str, rows: Sequence[Params]) -> int: ...
+    def script(self, sql: str) -> None: ...
+    def transaction(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+class SqliteConnection:
+    """One SQLite file in WAL mode with synchronous FULL; used from one thread."""
+
+    dialect: Dialect = "sqlite"
+
+    def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
+        self.where = str(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+        self.raw.row_factory = sqlite3.Row
+        self.raw.execute("PRAGMA journal_mode=WAL")
+        self.raw.execute("PRAGMA synchronous=FULL")
+        self.raw.execute("PRAGMA foreign_keys=ON")
+        # Forgotten memories are overwritten on disk, not just unlinked.
+        self.raw.execute("PRAGMA secure_delete=ON")
+
+    def execute(self, sql: str, params: Params = ()) -> Result:
+        try:
+            cur = self.raw.execute(sql, tuple(params))
+            rows = [dict(r) for r in cur.fetchall()] if cur.description else []
+        except sqlite3.Error as exc:
+            raise StorageError(f"The database {self.where} refused a query: {exc}") from exc
+        return Result(rows, cur.rowcount)
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+        try:
+            return self.raw.executemany(sql, rows).rowcount
+        except sqlite3.Error as exc:
+            raise StorageError(f"The database {self.where} refused a query: {exc}") from exc
+
+    def script(self, sql: str) -> None:
+        self.raw.executescript(sql)
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteConnection]:
+        try:
+            self.raw.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(
+                f"The database {self.where} is not writable: {exc}. Another Novaberg process "
+                "may hold it; try again when it is done."
+            ) from exc
+        try:
+            yield self
+        except sqlite3.Error as exc:
+            self.raw.execute("ROLLBACK")
+            raise StorageError(f"Writing to {self.where} failed: {exc}") from exc
+        except BaseException:
+            self.raw.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                self.raw.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StorageError(f"Writing to {self.where} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+@lru_cache(maxsize=512)
+def _to_psycopg(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresConnection:
+    """One psycopg 3 connection in autocommit mode; transactions are explicit."""
+
+    dialect: Dialect = "postgres"
+
+    def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+        from psycopg.rows import dict_row
+
+        info = conninfo_to_dict(url)
+        self.where = f"postgresql://{info.get('host', 'localhost')}:{info.get('port', 5432)}"
+        self.where += f"/{info.get('dbname', '')}"
+        self.raw = psycopg.connect(
+            url, autocommit=True, row_factory=dict_row, connect_timeout=int(connect_timeout_s)
+        )
+
+    def execute(self, sql: str, params: Params = ()) -> Result:
+        import psycopg
+
+        try:
+            cur = self.raw.execute(_to_psycopg(sql), tuple(params))
+            rows = [dict(r) for r in cur.fetchall()] if cur.description else []
+        except psycopg.Error as exc:
+            raise StorageError(f"The database {self.where} refused a query: {exc}") from exc
+        return Result(rows, cur.rowcount)
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> int:
+        import psycopg
+
+        try:
+            with self.raw.cursor() as cur:
+                cur.executemany(_to_psycopg(sql), rows)
+                return cur.rowcount
+        except psycopg.Error as exc:
+            raise StorageError(f"The database {self.where} refused a query: {exc}") from exc
+
+    def script(self, sql: str) -> None:
+        self.raw.execute(sql.encode())  # several statements, no parameters
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresConnection]:
+        import psycopg
+
+        try:
+            with self.raw.transaction():
+                yield self
+        except psycopg.Error as exc:
+            raise StorageError(f"Writing to {self.where} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self.raw.close()
