@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 

@@ -121,11 +121,11 @@ async def test_double_failure_appends_the_gesture_and_delivers_a_follow_up(
         }
     ]
     assert [(e["type"], e["status"]) for e in out["events"]] == [("self_trigger", "delivered")]
-    rows = engine.db.conn.execute(
+    rows = engine.db.query(
         "SELECT t.origin, m.role, m.content FROM messages m JOIN turns t ON t.id = m.turn_id "
         "ORDER BY m.id"
-    ).fetchall()
-    assert [tuple(r) for r in rows] == [
+    )
+    assert [tuple(r.values()) for r in rows] == [
         ("user", "user", QUESTION),
         ("user", "assistant", out["reply"]),
         ("self_trigger", "assistant", "Second look: it is 2,962 m."),
@@ -134,7 +134,7 @@ async def test_double_failure_appends_the_gesture_and_delivers_a_follow_up(
     assert second is not None and second["status"] == "done"
     # the second pass had no decision either, and did not self-trigger again
     assert json.loads(second["trace_json"])["thinker"]["result"] == "unresolved"
-    assert engine.db.conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 1
+    assert engine.db.scalar("SELECT COUNT(*) AS n FROM events") == 1
 
 
 async def test_self_trigger_log_lines_claim_only_what_happened(

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from novaberg.config import Settings, load_settings
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 from novaberg.testing import SearxngTestServer
 from novaberg.tools.builtin import NoArguments, builtin_registry
@@ -94,19 +95,12 @@ async def test_web_search_asks_the_searxng_json_api(
 async def test_memory_search_and_timeline_read_only_this_users_data(env: ToolEnv) -> None:
     db: Database = env.db
     for user, text in (("ada", "Ada keeps bees."), ("bob", "Bob keeps bees too.")):
-        conversation = db.new_conversation(user)
-        turn = db.start_turn(conversation, "x")
-        db.finish_turn(
-            turn,
-            conversation_id=conversation,
-            user_text="x",
-            reply="y",
-            trace={},
-            calls=[],
-            memory=(user, text, 0.9),
-        )
-    db.add_timeline("ada", (date.today() + timedelta(days=2)).isoformat(), "Dentist")
-    db.add_timeline("bob", date.today().isoformat(), "Bob's party")
+        with db.transaction() as c:
+            MemoryStore.add(c, user, "short_term", text, 0.9, f"test:{user}")
+    MemoryStore(db).add_event(
+        "ada", (date.today() + timedelta(days=2)).isoformat(), "Dentist", "e1"
+    )
+    MemoryStore(db).add_event("bob", date.today().isoformat(), "Bob's party", "e2")
     registry = builtin_registry()
     found = await registry.call("memory_search", {"query": "bees"}, env)
     assert "Ada keeps bees." in found.text and "Bob" not in found.text

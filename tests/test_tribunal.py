@@ -10,6 +10,7 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
+from novaberg.memory.store import MemoryStore
 from novaberg.prompts.evaluation import DE, EN
 from novaberg.testing import OllamaTestServer, RecordedRequest, Reply
 
@@ -43,20 +44,13 @@ def split_blocks(text: str, labels: object = EN) -> tuple[str, str, str]:
 async def rich_engine(settings: Settings) -> Engine:
     engine = await Engine.open(settings)
     user = settings.user
-    conversation = engine.db.new_conversation(user)
-    turn = engine.db.start_turn(conversation, "seed")
-    engine.db.finish_turn(
-        turn,
-        conversation_id=conversation,
-        user_text="seed",
-        reply="ok",
-        trace={},
-        calls=[],
-        memory=(user, MEMORY, 0.9),
+    with engine.db.transaction() as c:
+        MemoryStore.add(c, user, "short_term", MEMORY, 0.9, "test:memory")
+    MemoryStore(engine.db).set_profile_text(user, "core", CORE)
+    MemoryStore(engine.db).set_profile_text(user, "adaptive", ADAPTIVE)
+    MemoryStore(engine.db).add_event(
+        user, (date.today() + timedelta(days=1)).isoformat(), EVENT, "test:event"
     )
-    engine.db.set_profile(user, "core", CORE)
-    engine.db.set_profile(user, "adaptive", ADAPTIVE)
-    engine.db.add_timeline(user, (date.today() + timedelta(days=1)).isoformat(), EVENT)
     return engine
 
 

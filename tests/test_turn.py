@@ -10,6 +10,7 @@ import pytest
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.errors import BackendTimeout, ModelOutputError, UsageError
+from novaberg.memory.store import MemoryStore
 from novaberg.telemetry import OUTCOMES
 from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import CONTRACT_KEYS
@@ -157,7 +158,7 @@ async def test_malformed_salience_stores_nothing_and_says_so(
     server.script("salience", Reply(content="very important!"), Reply(content='{"score": 7}'))
     result = await engine.run_turn("I got married today!")
     assert result.contract_json()["salience"] == {"score": None, "stored": False}
-    assert engine.db.recent_memories("default", 10) == []
+    assert MemoryStore(engine.db).items("default") == []
 
 
 async def test_empty_answers_fail_the_turn_cleanly(
@@ -166,9 +167,9 @@ async def test_empty_answers_fail_the_turn_cleanly(
     server.script("responder", Reply(content=""), Reply(content=""))
     with pytest.raises(ModelOutputError, match="empty answer twice"):
         await engine.run_turn("Hallo")
-    turn = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+    turn = engine.db.one("SELECT * FROM turns")
     assert turn["status"] == "failed" and turn["user_text"] == "Hallo"  # the message is kept
-    assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    assert engine.db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
     outcomes = [c["outcome"] for c in engine.db.calls_of(turn["id"])]
     assert outcomes == ["ok", "empty_answer", "empty_answer"]
 
@@ -195,10 +196,10 @@ async def test_a_timeout_fails_the_turn_and_is_recorded(
     try:
         with pytest.raises(BackendTimeout):
             await engine.run_turn("Hallo")
-        turn = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+        turn = engine.db.one("SELECT * FROM turns")
         assert turn["status"] == "failed" and "did not answer in time" in turn["error"]
         assert engine.db.calls_of(turn["id"])[-1]["outcome"] == "timeout"
-        assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+        assert engine.db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
     finally:
         await engine.aclose()
 
@@ -213,9 +214,9 @@ async def test_an_aborted_turn_is_recorded_and_the_next_turn_works(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    aborted = engine.db.conn.execute("SELECT * FROM turns").fetchone()
+    aborted = engine.db.one("SELECT * FROM turns")
     assert aborted["status"] == "aborted"
-    assert engine.db.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+    assert engine.db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
     assert engine.db.calls_of(aborted["id"])[-1]["error"].startswith("cancelled")
 
     server.script("responder", Reply(content="Here I am."))
@@ -232,7 +233,7 @@ async def test_empty_oversized_or_binary_messages_are_usage_errors(
     with pytest.raises(UsageError):
         await engine.run_turn(text)
     assert server.requests("/api/chat") == []
-    assert engine.db.conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == 0
+    assert engine.db.scalar("SELECT COUNT(*) AS n FROM turns") == 0
 
 
 async def test_a_conversation_of_another_user_is_refused(

@@ -120,7 +120,8 @@ def _embedded_defaults(settings: Settings, notices: list[str]) -> Settings:
         adjusted.memory.jobs = False
         notices.append(
             "Memory jobs (consolidation, profile, timeline) are off on the embedded model: "
-            "salient items are still kept and retrieved; set memory.on_embedded = true to run them anyway."
+            "salient items are still kept and retrieved; set memory.on_embedded = true to "
+            "run them anyway."
         )
     if adjusted.thinker.mode == "auto":
         adjusted.thinker.mode = "never"

@@ -114,6 +114,11 @@ def run_chat(*, conversation: int | None, resume: bool, user: str | None, verbos
             runner.run(engine.aclose())
 
 
+async def _start_background(engine: Engine) -> None:
+    """Memory jobs go on in this loop while the next turn runs, at background priority."""
+    engine.start_background()
+
+
 def _finish_memory_work(runner: asyncio.Runner, engine: Engine, console: Console) -> None:
     """Let the memory jobs of the last turns finish; Ctrl-C leaves them for next time."""
     if not engine.background_pending():
@@ -159,7 +164,7 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
             continue
         current = result.conversation_id
-        engine.start_background()  # runs while the next turn runs, at background priority
+        runner.run(_start_background(engine))
         view.finish(result.reply)
         for followup in result.followups:  # Nova's second look, in her own words
             console.print(f"[bold magenta]Nova ›[/] {followup['reply']}", highlight=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import defaultdict, deque
@@ -48,6 +49,7 @@ DEFAULT_MODELS = (
     ModelSpec("qwen3:4b"),
     ModelSpec("gemma3:270m", ("completion",), "gemma3", "268M"),
     ModelSpec("llama3.2:3b", ("completion", "tools"), "llama", "3.2B"),
+    ModelSpec("nomic-embed-text", ("embedding",), "nomic-bert", "137M"),
 )
 
 
@@ -271,9 +273,15 @@ def _tag(spec: ModelSpec) -> dict[str, Any]:
     }
 
 
-def _vector(text: str, dims: int = 8) -> list[float]:
-    digest = hashlib.sha256(text.encode()).digest()
-    return [round(b / 255.0, 4) for b in digest[:dims]]
+def _vector(text: str, dims: int = 64) -> list[float]:
+    """A deterministic toy embedding: hashed bag of word stems (first five letters), unit
+    length. Texts sharing words are similar; it knows no synonyms."""
+    vector = [0.0] * dims
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word[:5].encode()).digest()
+        vector[digest[0] % dims] += 1.0 if digest[1] % 2 else -1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [round(v / norm, 6) for v in vector]
 
 
 def _default_reply(body: dict[str, Any]) -> Reply:

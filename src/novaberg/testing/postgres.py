@@ -106,14 +106,11 @@ class TemporaryPostgres:
 def create_database(server_url: str, name: str | None = None) -> str:
     """A new empty database on that server; returns its URL."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     name = name or f"novaberg_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"'.encode())
-    info = conninfo_to_dict(server_url)
-    info["dbname"] = name
-    return "postgresql://" + _url_tail(make_conninfo(**info), info)
+    return with_database(server_url, name)
 
 
 def drop_database(server_url: str, database_url: str) -> None:
@@ -125,11 +122,12 @@ def drop_database(server_url: str, database_url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
-def _url_tail(_conninfo: str, info: dict[str, object]) -> str:
-    user = info.get("user", "")
-    password = info.get("password")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    return f"{auth}{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{info['dbname']}"
+def with_database(server_url: str, name: str) -> str:
+    """``server_url`` pointing at database ``name`` instead."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(server_url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def main(argv: list[str] | None = None) -> int:
