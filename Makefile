@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup chat test pytest lint format bench clean
+.PHONY: setup postgres chat test pytest lint format bench clean
 
 setup: $(STAMP)
 
@@ -15,10 +15,17 @@ $(STAMP): pyproject.toml
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e ".[embedded,dev]"
 	touch $(STAMP)
 
+# The storage tests run on PostgreSQL too: they start a throwaway server from its binaries.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	{ echo "The tests need PostgreSQL's server binaries: install them (Debian: apt-get install postgresql)." >&2; exit 1; }
+
 chat: setup
 	$(BIN)/novaberg chat
 
-test: setup lint pytest
+test: setup postgres lint pytest
 
 pytest: setup
 	$(BIN)/python -m pytest

@@ -7,6 +7,8 @@
    latency (and against 1 slot, i.e. sequential); calls per fact-free turn.
 3. Cold start: ``novaberg ask`` from process start to its first backend request (median).
 4. Embedded generation speed through Novaberg against raw llama-cpp-python, same prompt.
+5. Memory (benchmarks/memory.py): retrieval latency at 10k/100k items, retrieval quality
+   without an LLM, database growth per 1,000 turns, each on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.memory import KINDS, memory_growth, memory_quality, retrieval_latency
 from novaberg.backends.base import ChatRequest
 from novaberg.backends.embedded import EmbeddedBackend, default_model_path
 from novaberg.config import Timeouts, load_settings
@@ -389,9 +392,13 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=7)
     parser.add_argument("--embedded-rounds", type=int, default=8)
     parser.add_argument("--embedded-tokens", type=int, default=128)
+    parser.add_argument("--memory-sizes", default="10000,100000")
+    parser.add_argument("--memory-queries", type=int, default=300)
+    parser.add_argument("--growth-turns", type=int, default=1000)
     parser.add_argument(
         "--only",
-        default="orchestration,tribunal,thinker,cold_start,embedded",
+        default="orchestration,tribunal,thinker,cold_start,embedded,"
+        "memory_latency,memory_quality,memory_growth",
         help="comma-separated parts",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
@@ -402,6 +409,11 @@ def main() -> None:
         "thinker": lambda: thinker(args.thinker_turns),
         "cold_start": lambda: cold_start(args.cold_runs),
         "embedded": lambda: embedded_speed(args.embedded_rounds, args.embedded_tokens),
+        "memory_latency": lambda: retrieval_latency(
+            tuple(int(n) for n in args.memory_sizes.split(",")), args.memory_queries, KINDS
+        ),
+        "memory_quality": memory_quality,
+        "memory_growth": lambda: memory_growth(args.growth_turns),
     }
     results = {name: run() for name, run in parts.items() if name in args.only.split(",")}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -167,12 +167,10 @@ async def consolidate(
         return None, "the item was forgotten before it was consolidated"
     if item.consolidated_into is not None:
         return None, f"already consolidated into fact {item.consolidated_into}"
-    matches = store.fulltext(user, query_terms(item.text), 20)
-    related = [
-        m
-        for m in store.by_ids(user, [i for i, _ in matches]).values()
-        if m.kind == "long_term" and m.current
-    ][:5]
+    matches = [c for c in store.fulltext(user, query_terms(item.text)) if c.kind == "long_term"]
+    best = [c.id for c in sorted(matches, key=lambda c: -c.rel)][:5]
+    facts = store.by_ids(user, best)
+    related = [facts[i] for i in best if i in facts]
     messages = [
         {"role": "system", "content": CONSOLIDATE},
         {

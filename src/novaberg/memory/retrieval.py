@@ -8,8 +8,9 @@ As in Generative Agents, each candidate's score is a weighted sum of three parts
   best rank among the candidates, or the cosine similarity of the message's and the item's
   embeddings where both exist (the larger of the two).
 
-Candidates are the best full-text matches and the newest items; superseded facts
-(``valid_to`` set) and short-term items already covered by a fact are never candidates. An item
+Candidates are the user's newest full-text matches (200), their best-ranked matching facts and
+events however old (50), and their newest items (10); superseded facts (``valid_to`` set) and
+short-term items already covered by a fact are never candidates. An item
 with no relevance is kept only if it is both recent and important. Every returned item says
 why it was chosen; the enricher puts those reasons into the turn's trace.
 """
@@ -56,7 +57,11 @@ def query_terms(text: str, limit: int = 12) -> list[str]:
 
 def estimate_tokens(text: str) -> int:
     """About four characters a token (no tokenizer is shared by every backend)."""
-    return max(1, math.ceil(len(text) / 4))
+    return estimate_tokens_for(len(text))
+
+
+def estimate_tokens_for(chars: int) -> int:
+    return max(1, math.ceil(chars / 4))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -101,7 +106,8 @@ class Retriever:
     budget_tokens: int = 400
     max_items: int = 8
     half_life_days: float = 14.0
-    fulltext_candidates: int = 50
+    fulltext_newest: int = 200
+    fulltext_ranked: int = 50
     recent_candidates: int = 10
     weights: Weights = Weights()
 
@@ -116,60 +122,65 @@ class Retriever:
     ) -> list[Retrieved]:
         at = at or datetime.now(UTC)
         terms = query_terms(message)
-        matches = self.store.fulltext(user, terms, self.fulltext_candidates)
-        best = max((rank for _, rank in matches), default=0.0)
-        lexical = {i: (rank / best if best > 0 else 0.0) for i, rank in matches}
-        items = self.store.by_ids(user, lexical)
-        for item in self.store.recent(user, self.recent_candidates):
-            items.setdefault(item.id, item)
+        candidates = {
+            c.id: c
+            for c in self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
+        }
+        top = max((c.rel for c in candidates.values()), default=0.0)
+        lexical = {i: (c.rel / top if top > 0 else 0.0) for i, c in candidates.items()}
+        for c in self.store.recent(user, self.recent_candidates):
+            candidates.setdefault(c.id, c)
         vectors = (
-            self.store.vectors(items, vector_model)
+            self.store.vectors(candidates, vector_model)
             if query_vector is not None and vector_model
             else {}
         )
         scored = []
-        for item in items.values():
+        w = self.weights
+        for c in candidates.values():
             semantic = (
-                cosine(query_vector, vectors[item.id])
-                if query_vector is not None and item.id in vectors
+                cosine(query_vector, vectors[c.id])
+                if query_vector is not None and c.id in vectors
                 else 0.0
             )
-            relevance = max(lexical.get(item.id, 0.0), semantic)
-            recency = self._recency(item, at)
-            if relevance == 0.0 and recency * item.importance < 0.6:
+            relevance = max(lexical.get(c.id, 0.0), semantic)
+            recency = self._recency(c.valid_from, at)
+            if relevance == 0.0 and recency * c.importance < 0.6:
                 continue  # neither about this message nor fresh and important
-            w = self.weights
-            score = w.recency * recency + w.importance * item.importance + w.relevance * relevance
-            reason = _reason(item, terms, lexical.get(item.id, 0.0), semantic, recency, at)
-            scored.append(
-                Retrieved(
-                    item,
-                    score,
-                    recency,
-                    item.importance,
-                    relevance,
-                    estimate_tokens(item.text),
-                    reason,
-                )
+            score = w.recency * recency + w.importance * c.importance + w.relevance * relevance
+            scored.append((score, c, recency, relevance, semantic))
+        scored.sort(key=lambda s: (-s[0], -s[1].id))
+        chosen = self._pack([(s[1].id, estimate_tokens_for(s[1].chars)) for s in scored])
+        items = self.store.by_ids(user, chosen)
+        return [
+            Retrieved(
+                items[c.id],
+                score,
+                recency,
+                c.importance,
+                relevance,
+                estimate_tokens_for(c.chars),
+                _reason(items[c.id], terms, lexical.get(c.id, 0.0), semantic, recency, at),
             )
-        scored.sort(key=lambda r: (-r.score, -r.item.id))
-        return self._pack(scored)
+            for score, c, recency, relevance, semantic in scored
+            if c.id in chosen and c.id in items
+        ]
 
-    def _recency(self, item: MemoryItem, at: datetime) -> float:
-        created = datetime.fromisoformat(item.valid_from)
-        age_days = max(0.0, (at - created).total_seconds() / 86400)
+    def _recency(self, valid_from: str, at: datetime) -> float:
+        age_days = max(0.0, (at - datetime.fromisoformat(valid_from)).total_seconds() / 86400)
         return float(0.5 ** (age_days / self.half_life_days))
 
-    def _pack(self, scored: list[Retrieved]) -> list[Retrieved]:
-        chosen: list[Retrieved] = []
+    def _pack(self, ranked: list[tuple[int, int]]) -> set[int]:
+        """The ids that fit: best first, skipping an item too big for what is left."""
+        chosen: set[int] = set()
         used = 0
-        for candidate in scored:
+        for memory_id, tokens in ranked:
             if len(chosen) == self.max_items:
                 break
-            if used + candidate.tokens > self.budget_tokens:
+            if used + tokens > self.budget_tokens:
                 continue  # a smaller, lower-ranked item may still fit
-            chosen.append(candidate)
-            used += candidate.tokens
+            chosen.add(memory_id)
+            used += tokens
         return chosen
 
 
