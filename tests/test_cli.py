@@ -134,6 +134,24 @@ def test_chat_answers_each_line_in_one_conversation(
     assert len(conversations) == 1
 
 
+def test_chat_runs_the_memory_jobs_during_the_next_turn_and_before_it_leaves(
+    ollama_env: OllamaTestServer, isolated_env: Path
+) -> None:
+    fact = "The user's sister is called Lena."
+    said = '{"score": 0.9, "summary": "%s"}'
+    ollama_env.script("salience", Reply(content=said % fact), Reply(content=said % "Lena sings."))
+    ollama_env.standing("consolidate", Reply(content='{"action": "new", "fact": "A fact."}'))
+    ollama_env.standing("profile_adaptive", Reply(content='{"statements": []}'))
+    done = run("chat", input="My sister is Lena.\nShe sings.\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert "sorting her memories" in done.stdout
+    with sqlite3.connect(isolated_env / "novaberg.db") as db:
+        jobs = db.execute("SELECT type, status FROM events ORDER BY id").fetchall()
+        facts = db.execute("SELECT COUNT(*) FROM memories WHERE kind = 'long_term'").fetchone()
+    assert [j for j in jobs if j[1] in ("pending", "running")] == []
+    assert [j[0] for j in jobs].count("consolidate") == 2 and facts == (2,)
+
+
 def test_ctrl_c_mid_turn_aborts_that_turn_and_the_next_one_works(
     ollama_env: OllamaTestServer, isolated_env: Path
 ) -> None:

@@ -3,6 +3,7 @@ clear errors for unreachable, locked or unwritable databases, text never stored 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -104,3 +105,17 @@ def test_text_is_cleaned_with_a_notice_never_stored_broken(
         assert cleaned.notices == []
     else:
         assert len(cleaned.notices) == 1 and notice in cleaned.notices[0]
+
+
+def test_doctor_reports_an_unreachable_database_and_what_to_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.test_cli import run
+
+    url = closed_port_url().replace("http://", "postgresql://nobody@") + "/novaberg"
+    monkeypatch.setenv("NOVABERG_BACKEND", "embedded")
+    monkeypatch.setenv("NOVABERG_DATABASE_URL", url)
+    done = run("doctor", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["database"]["ok"] is False
+    assert any("NOVABERG_DATABASE_URL" in fix for fix in report["fixes"])

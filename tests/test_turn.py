@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
 import pytest
 
-from novaberg.config import Settings
+from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
-from novaberg.errors import BackendTimeout, ModelOutputError, UsageError
+from novaberg.errors import BackendTimeout, ModelOutputError, StorageError, UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.telemetry import OUTCOMES
 from novaberg.testing import OllamaTestServer, Reply
@@ -226,8 +227,8 @@ async def test_an_aborted_turn_is_recorded_and_the_next_turn_works(
     assert "Erzähl mir was" not in json.dumps(messages)  # the aborted turn is not history
 
 
-@pytest.mark.parametrize("text", ["", "   \n ", "x" * 8001, "nul\x00byte"])
-async def test_empty_oversized_or_binary_messages_are_usage_errors(
+@pytest.mark.parametrize("text", ["", "   \n ", "x" * 8001, "nul\x00byte", "bad \udcff byte"])
+async def test_empty_oversized_binary_or_broken_utf8_messages_are_usage_errors(
     engine: Engine, server: OllamaTestServer, text: str
 ) -> None:
     with pytest.raises(UsageError):
@@ -258,3 +259,30 @@ async def test_german_prompts_when_language_is_de(
     ]
     assert salience_prompt.index("=== LAGEBILD") < salience_prompt.index("=== BEWERTUNGSOBJEKT")
     assert salience_prompt.endswith("Nachricht der Person:\nHallo Nova")  # the subject comes last
+
+
+async def test_a_database_locked_at_the_end_of_a_turn_is_a_clear_error_and_not_done(
+    server: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_TIMEOUTS__DATABASE_S", "0.2")
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    monkeypatch.setenv("OLLAMA_HOST", server.url)
+    monkeypatch.setenv("NOVABERG_BACKEND", "ollama")
+    engine = await Engine.open(load_settings().settings)
+    server.script("responder", Reply(content="An answer.", delay_s=0.5))
+    try:
+        turn = asyncio.create_task(engine.run_turn("Hello there"))
+        await asyncio.sleep(0.25)  # the turn has started; now another process locks the file
+        holder = sqlite3.connect(engine.settings.db_path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(StorageError, match="not writable"):
+                await turn
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        row = engine.db.one("SELECT status FROM turns")
+        assert row is not None and row["status"] != "done"
+        assert engine.db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
+    finally:
+        await engine.aclose()

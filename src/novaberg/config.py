@@ -48,6 +48,9 @@ class Timeouts(BaseModel):
         120.0, gt=0, description="from request to the first streamed chunk"
     )
     total_s: float = Field(600.0, gt=0, description="a whole call, streaming included")
+    database_s: float = Field(
+        5.0, gt=0, description="waiting for a locked database, or connecting to PostgreSQL"
+    )
 
 
 class Retries(BaseModel):

@@ -181,7 +181,7 @@ class Engine:
             raise
         try:
             await _warm_up(chain)
-            db = Database(settings.database)
+            db = Database(settings.database, settings.timeouts.database_s)
         except BaseException:
             compiling.cancel()
             await chain.aclose()

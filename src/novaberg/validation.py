@@ -7,9 +7,16 @@ from novaberg.errors import UsageError
 
 
 def validate_message(text: str, settings: Settings) -> str:
-    """The message, stripped; a :class:`UsageError` if it is empty, oversized or has NUL bytes."""
+    """The message, stripped; a :class:`UsageError` if it is empty, oversized, has NUL bytes
+    or is not valid UTF-8 (bytes a terminal could not decode arrive as lone surrogates)."""
     if "\x00" in text:
         raise UsageError("The message contains a NUL byte; send plain text.")
+    bad = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+    if bad is not None:
+        raise UsageError(
+            f"The message is not valid UTF-8 (a broken byte at character {bad + 1}); check "
+            "your terminal's encoding (e.g. LANG=C.UTF-8) and send it again."
+        )
     stripped = text.strip()
     if not stripped:
         raise UsageError("The message is empty; type something for Nova to answer.")

@@ -25,14 +25,44 @@ async def _diagnose() -> dict[str, Any]:
     finally:
         await chain.aclose()
     fixes = [f"{s.name}: {s.fix}" for s in statuses if s.fix]
+    database = _database(settings)
+    if not database["ok"]:
+        fixes.append(f"database: {database['detail']}")
     return {
         "mode": settings.backend,
         "would_answer": f"{chain.primary.name}/{chain.primary.model}",
         "notices": notices,
         "backends": [asdict(s) for s in statuses],
+        "database": database,
         "fixes": fixes,
-        "ok": statuses[0].reachable and not statuses[0].fix,
+        "ok": statuses[0].reachable and not statuses[0].fix and database["ok"],
     }
+
+
+def _database(settings: Any) -> dict[str, Any]:
+    """Open the database (applying migrations) and count what it holds for this user."""
+    from novaberg.errors import StorageError
+    from novaberg.storage.db import Database
+
+    try:
+        db = Database(settings.database, settings.timeouts.database_s)
+    except StorageError as exc:
+        return {"where": "?", "ok": False, "detail": str(exc)}
+    try:
+        memories = db.scalar(
+            "SELECT COUNT(*) AS n FROM memories WHERE user_id = ?", (settings.user,)
+        )
+        waiting = db.scalar(
+            "SELECT COUNT(*) AS n FROM events WHERE status IN ('pending', 'running') "
+            "AND type <> 'self_trigger'"
+        )
+        return {
+            "where": f"{db.dialect}: {db.where}",
+            "ok": True,
+            "detail": f"{memories} memories of {settings.user!r}, {waiting} memory jobs waiting",
+        }
+    finally:
+        db.close()
 
 
 def run_doctor(*, as_json: bool) -> None:
@@ -59,6 +89,9 @@ def run_doctor(*, as_json: bool) -> None:
                 b["detail"],
             )
         console.print(table)
+        database = report["database"]
+        state = "ok" if database["ok"] else "[red]not usable[/]"
+        console.print(f"Database: {database['where']} — {state} — {database['detail']}")
         if report["fixes"]:
             console.print("[bold]What to fix:[/]")
             for fix in report["fixes"]:

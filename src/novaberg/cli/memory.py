@@ -28,7 +28,7 @@ def _open(user: str | None) -> tuple[Any, str]:
     from novaberg.storage.db import Database
 
     settings = guarded(lambda: load(user).settings)
-    return guarded(lambda: Database(settings.database)), settings.user
+    return guarded(lambda: Database(settings.database, settings.timeouts.database_s)), settings.user
 
 
 def _store(user: str | None) -> tuple[Any, str]:

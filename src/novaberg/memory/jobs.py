@@ -137,11 +137,10 @@ class BackgroundJobs:
         try:
             write, result = await handler(ctx, store, self.user, event)
         except (Failed, NovabergError) as exc:
-            with ctx.db.transaction() as c:
-                insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
-                ctx.events.mark(event.id, "failed", str(exc), c)
-            log.warning("%s job (event %d) failed: %s", event.type, event.id, exc)
-            return JobOutcome(event.id, event.type, "failed", str(exc))
+            return self._failed(ctx, event, str(exc))
+        except Exception as exc:  # a bug must not end the loop that runs the other jobs
+            log.exception("%s job (event %d) crashed", event.type, event.id)
+            return self._failed(ctx, event, f"internal error: {type(exc).__name__}: {exc}")
         with ctx.db.transaction() as c:
             if write is not None:
                 result = write(c) or result
@@ -149,6 +148,14 @@ class BackgroundJobs:
             ctx.events.mark(event.id, "done", result, c)
         log.info("%s job (event %d) done: %s", event.type, event.id, result)
         return JobOutcome(event.id, event.type, "done", result)
+
+    @staticmethod
+    def _failed(ctx: TurnContext, event: Event, reason: str) -> JobOutcome:
+        with ctx.db.transaction() as c:
+            insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
+            ctx.events.mark(event.id, "failed", reason, c)
+        log.warning("%s job (event %d) failed: %s", event.type, event.id, reason)
+        return JobOutcome(event.id, event.type, "failed", reason)
 
 
 Write = Callable[[Any], str | None] | None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore, Statement
@@ -32,12 +33,12 @@ class MemoryEntry(BaseModel):
     item_key: str = Field(min_length=1, max_length=300)
     source_turn_id: int | None = None
     derived_from: list[int] = Field(default_factory=list)
-    happens_on: str | None = None
-    valid_from: str
-    valid_to: str | None = None
+    happens_on: date | None = None
+    valid_from: AwareDatetime
+    valid_to: AwareDatetime | None = None
     superseded_by: int | None = None
     consolidated_into: int | None = None
-    created_at: str
+    created_at: AwareDatetime
 
 
 class LegacyMemory(BaseModel):
@@ -47,7 +48,7 @@ class LegacyMemory(BaseModel):
     text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT)
     score: float = Field(ge=0, le=1)
     source_turn_id: int | None
-    created_at: str
+    created_at: AwareDatetime
 
 
 class StatementEntry(BaseModel):
@@ -67,9 +68,9 @@ class ProfileVersion(BaseModel):
 
 class TimelineEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    happens_on: str
+    happens_on: date
     text: str = Field(min_length=1)
-    created_at: str
+    created_at: AwareDatetime
 
 
 class Export(BaseModel):
@@ -128,6 +129,11 @@ class LegacyExport(BaseModel):
             memories=memories,
             profile=self.profile,
         )
+
+
+def _stamp(moment: datetime) -> str:
+    """Timestamps are stored as UTC ISO text, as :func:`novaberg.storage.db.now` writes them."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def export_user(db: Database, user: str) -> dict[str, Any]:
@@ -219,8 +225,8 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
                 m.text,
                 m.importance,
                 f"import:{m.item_key}",
-                happens_on=m.happens_on,
-                valid_from=m.valid_from,
+                happens_on=None if m.happens_on is None else m.happens_on.isoformat(),
+                valid_from=_stamp(m.valid_from),
             )
             new_ids[m.id] = result.id
             added += int(result.created)
@@ -230,10 +236,10 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
                 "consolidated_into = ?, created_at = ? WHERE id = ?",
                 (
                     json.dumps(sorted(new_ids[i] for i in m.derived_from)),
-                    m.valid_to,
+                    None if m.valid_to is None else _stamp(m.valid_to),
                     None if m.superseded_by is None else new_ids[m.superseded_by],
                     None if m.consolidated_into is None else new_ids[m.consolidated_into],
-                    m.created_at,
+                    _stamp(m.created_at),
                     new_ids[m.id],
                 ),
             )

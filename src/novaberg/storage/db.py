@@ -79,7 +79,8 @@ class Database:
                 else "Check NOVABERG_HOME and its permissions."
             )
             where = "the PostgreSQL database" if is_database_url(target) else str(target)
-            raise StorageError(f"Cannot open {where}: {exc}. {hint}") from exc
+            detail = " ".join(str(exc).split()).rstrip(".")
+            raise StorageError(f"Cannot open {where} ({detail}). {hint}") from exc
         self.dialect: Dialect = self.conn.dialect
         self.where = self.conn.where
         try:
