@@ -132,7 +132,10 @@ class Memory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     budget_tokens: int = Field(400, ge=50, le=8000, description="retrieved memory per turn")
     max_items: int = Field(8, ge=1, le=50, description="retrieved items per turn at most")
-    half_life_days: float = Field(14.0, gt=0, description="recency halves in this many days")
+    half_life_days: float = Field(14.0, gt=0, description="recency of items halves in N days")
+    fact_half_life_days: float = Field(
+        180.0, gt=0, description="recency of long-term facts and events halves in N days"
+    )
     embed_model: str | None = Field(
         None, description="embedding model on the primary backend (e.g. nomic-embed-text)"
     )

@@ -132,6 +132,13 @@ def _embedded_defaults(settings: Settings, notices: list[str]) -> Settings:
     return adjusted
 
 
+def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:
+    """A job failure is recorded by the job; this catches what stopped the whole runner (an
+    unusable database, say): its jobs stay pending and run next time."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("memory jobs stopped: %s; they run again next time", task.exception())
+
+
 async def _warm_up(chain: BackendChain) -> None:
     """Read the primary's capabilities now, so the first call does not wait for them.
 
@@ -400,6 +407,7 @@ class Engine:
             return
         if self._background is None or self._background.done():
             self._background = asyncio.create_task(self.run_background())
+            self._background.add_done_callback(_report_background_failure)
 
     def background_pending(self) -> bool:
         from novaberg.memory.jobs import JOB_TYPES

@@ -2,7 +2,9 @@
 
 As in Generative Agents, each candidate's score is a weighted sum of three parts in [0, 1]:
 
-- recency: ``0.5 ** (age_days / half_life_days)``;
+- recency: ``0.5 ** (age_days / half_life)``, where the half-life is ``half_life_days`` (14)
+  for short-term items and ``fact_half_life_days`` (180) for long-term facts and events: a
+  mood fades in weeks, "my sister's name is Clara" does not (a fact ends by being superseded);
 - importance: the salience score the item was stored with;
 - relevance: full-text rank (BM25 on SQLite FTS5, ``ts_rank_cd`` on PostgreSQL) divided by the
   best rank among the candidates, or the cosine similarity of the message's and the item's
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from novaberg.memory.store import MemoryItem, MemoryStore
+from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
 
 _STOPWORDS = """
     the and for are but not you your yours was were has have had this that these those with
@@ -106,6 +108,7 @@ class Retriever:
     budget_tokens: int = 400
     max_items: int = 8
     half_life_days: float = 14.0
+    fact_half_life_days: float = 180.0
     fulltext_newest: int = 200
     fulltext_ranked: int = 50
     recent_candidates: int = 10
@@ -144,7 +147,7 @@ class Retriever:
                 else 0.0
             )
             relevance = max(lexical.get(c.id, 0.0), semantic)
-            recency = self._recency(c.valid_from, at)
+            recency = self._recency(c, at)
             if relevance == 0.0 and recency * c.importance < 0.6:
                 continue  # neither about this message nor fresh and important
             score = w.recency * recency + w.importance * c.importance + w.relevance * relevance
@@ -166,9 +169,10 @@ class Retriever:
             if c.id in chosen and c.id in items
         ]
 
-    def _recency(self, valid_from: str, at: datetime) -> float:
-        age_days = max(0.0, (at - datetime.fromisoformat(valid_from)).total_seconds() / 86400)
-        return float(0.5 ** (age_days / self.half_life_days))
+    def _recency(self, c: Candidate, at: datetime) -> float:
+        age_days = max(0.0, (at - datetime.fromisoformat(c.valid_from)).total_seconds() / 86400)
+        half_life = self.half_life_days if c.kind == "short_term" else self.fact_half_life_days
+        return float(0.5 ** (age_days / half_life))
 
     def _pack(self, ranked: list[tuple[int, int]]) -> set[int]:
         """The ids that fit: best first, skipping an item too big for what is left."""

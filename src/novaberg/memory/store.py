@@ -254,8 +254,8 @@ class MemoryStore:
     ) -> list[Candidate]:
         """Retrievable items matching any term (prefix match), with their relevance: the
         user's ``newest`` matching items of any kind, plus their ``ranked`` best-matching facts
-        and events however old. Relevance is BM25 on SQLite (FTS5), ``ts_rank_cd`` on
-        PostgreSQL. Superseded facts and covered items are left out.
+        and events however old. Relevance is BM25 on SQLite (FTS5), ``ts_rank_cd`` divided by
+        1 + log(length) on PostgreSQL. Superseded facts and covered items are left out.
 
         Ranking every match costs time in proportion to the matches (60 ms for 10k matches
         at 100k items); walking the newest matches and ranking only those stays fast at any
@@ -289,13 +289,13 @@ class MemoryStore:
         else:
             query = " | ".join(f"{t}:*" for t in terms)
             recent = self.db.query(
-                f"SELECT {light} (SELECT id, ts_rank_cd(tsv, q) AS rel FROM memories, "
+                f"SELECT {light} (SELECT id, ts_rank_cd(tsv, q, 1) AS rel FROM memories, "
                 "to_tsquery('simple', ?) q WHERE user_id = ? AND tsv @@ q ORDER BY id DESC "
                 f"LIMIT ?) f ON m.id = f.id WHERE {current}",
                 (query, user, newest),
             )
             best = self.db.query(
-                f"SELECT {light} (SELECT id, ts_rank_cd(tsv, q) AS rel FROM memories, "
+                f"SELECT {light} (SELECT id, ts_rank_cd(tsv, q, 1) AS rel FROM memories, "
                 "to_tsquery('simple', ?) q WHERE user_id = ? AND kind IN ('long_term', 'event') "
                 f"AND tsv @@ q ORDER BY rel DESC LIMIT ?) f ON m.id = f.id WHERE {current}",
                 (query, user, ranked),

@@ -39,6 +39,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         budget_tokens=settings.budget_tokens,
         max_items=settings.max_items,
         half_life_days=settings.half_life_days,
+        fact_half_life_days=settings.fact_half_life_days,
     )
     vector = await _message_vector(state["user_text"], ctx)
     chosen = retriever.retrieve(
