@@ -110,3 +110,16 @@ def test_think_tags_split_across_chunk_boundaries() -> None:
 def test_unclosed_think_block_keeps_everything_as_thinking() -> None:
     assert split_think_tags("<think>never closes") == ("", "never closes")
     assert split_think_tags("plain answer") == ("plain answer", "")
+
+
+async def test_embeddings_come_in_input_order_and_an_unknown_model_is_clear(
+    backend: OpenAICompatBackend, server: OllamaTestServer
+) -> None:
+    vectors = await backend.embed(
+        ["my sister Lena", "Lena, my sister", "a boat"], "nomic-embed-text", "embed"
+    )
+    assert len(vectors) == 3 and vectors[0] == vectors[1] and vectors[0] != vectors[2]
+    [request] = server.requests("/v1/embeddings")
+    assert request.caller == "embed"
+    with pytest.raises(ModelNotFound, match=r"embedding model 'no-such-embedder'.*embed_model"):
+        await backend.embed(["x"], "no-such-embedder", "embed")

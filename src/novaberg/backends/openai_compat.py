@@ -117,6 +117,33 @@ class OpenAICompatBackend:
         except Exception as exc:
             raise self._translate(exc) from None
 
+    async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
+        """``POST {base_url}/embeddings`` with ``model`` (an embedding model on that server)."""
+        try:
+            async with asyncio.timeout(self.timeouts.total_s):
+                response = await self._get_client().post(
+                    "/embeddings",
+                    json={"model": model, "input": texts},
+                    headers={CALLER_HEADER: caller},
+                )
+                if response.status_code == 404:
+                    raise ModelNotFound(
+                        f"The embedding model {model!r} is not served at {self.base_url} "
+                        f"({response.text[:200]}); set memory.embed_model to one it serves, or "
+                        "unset it to retrieve by full text only.",
+                        installed=[],
+                        backend=self.name,
+                        model=model,
+                    )
+                if response.status_code >= 400:
+                    raise self._http_error(response)
+                data = sorted(response.json()["data"], key=lambda d: d["index"])
+                return [[float(x) for x in d["embedding"]] for d in data]
+        except (asyncio.CancelledError, KeyboardInterrupt, BackendError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from None
+
     async def _stream(self, request: ChatRequest, on_token: TokenCallback | None) -> ChatResponse:
         client = self._get_client()
         headers = {CALLER_HEADER: request.caller}

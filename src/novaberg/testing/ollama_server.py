@@ -189,6 +189,26 @@ def create_app(state: ServerState) -> FastAPI:
             ],
         }
 
+    @app.post("/v1/embeddings")
+    async def openai_embeddings(request: Request) -> Response:
+        body = await record(request)
+        if body.get("model") not in state.models:
+            return JSONResponse(
+                {"error": {"message": f"model '{body.get('model')}' not found"}}, status_code=404
+            )
+        inputs = body.get("input", [])
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        return JSONResponse(
+            {
+                "object": "list",
+                "model": body["model"],
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": _vector(t)}
+                    for i, t in enumerate(texts)
+                ],
+            }
+        )
+
     @app.post("/v1/chat/completions")
     async def v1_chat(request: Request) -> Response:
         body = await record(request)
