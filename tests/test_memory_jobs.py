@@ -277,3 +277,23 @@ async def test_embeddings_come_from_the_backend_and_rank_by_meaning(
         assert [c.caller for c in result.trace.calls][:2] == ["router", "embed"]
     finally:
         await engine.aclose()
+
+
+async def test_a_job_runs_for_the_user_whose_turn_enqueued_it(
+    memory_engine: Engine,
+    server: OllamaTestServer,
+    database_target: Path | str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOVABERG_USER", "bob")
+    bob = await Engine.open(load_settings().settings)
+    try:
+        item = await salient_turn(bob, server, "My sister is Lena.", "Bob's sister is Lena.")
+    finally:
+        await bob.aclose()
+    server.script("consolidate", said({"action": "new", "fact": "Bob has a sister, Lena."}))
+    [outcome] = await memory_engine.run_background(limit=1)  # a process of user "default"
+    assert outcome.status == "done" and outcome.result.startswith("new fact")
+    store = MemoryStore(memory_engine.db)
+    [fact] = store.items("bob", kind="long_term")
+    assert fact.derived_from == [item] and store.items("default") == []

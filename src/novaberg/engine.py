@@ -431,4 +431,4 @@ class Engine:
 
         if not self.settings.memory.jobs:
             return []
-        return await BackgroundJobs(self.job_context, self.settings.user).run_pending(limit)
+        return await BackgroundJobs(self.job_context).run_pending(limit)

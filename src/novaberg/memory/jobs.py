@@ -116,11 +116,11 @@ def _listing(items: list[MemoryItem]) -> str:
 
 
 class BackgroundJobs:
-    """Runs the memory jobs waiting in the event queue, oldest first."""
+    """Runs the memory jobs waiting in the event queue, oldest first, each for the user whose
+    conversation enqueued it (whichever user this process serves)."""
 
-    def __init__(self, ctx_factory: Callable[[], TurnContext], user: str) -> None:
+    def __init__(self, ctx_factory: Callable[[], TurnContext]) -> None:
         self.ctx_factory = ctx_factory
-        self.user = user
 
     async def run_pending(self, limit: int = 100) -> list[JobOutcome]:
         probe = self.ctx_factory()
@@ -134,8 +134,11 @@ class BackgroundJobs:
         store = MemoryStore(ctx.db)
         handler = _HANDLERS[event.type]
         ctx.events.mark(event.id, "running")
+        user = ctx.db.conversation_user(event.conversation_id)
+        if user is None:
+            return self._failed(ctx, event, f"conversation {event.conversation_id} is gone")
         try:
-            write, result = await handler(ctx, store, self.user, event)
+            write, result = await handler(ctx, store, user, event)
         except (Failed, NovabergError) as exc:
             return self._failed(ctx, event, str(exc))
         except Exception as exc:  # a bug must not end the loop that runs the other jobs
