@@ -101,7 +101,8 @@ async def test_an_update_supersedes_the_old_fact_and_same_links_to_it(
     )
     server.standing("*", said({"events": [], "statements": []}))
     outcomes = await memory_engine.run_background()
-    assert outcomes[-1].type == "consolidate" or any(o.type == "consolidate" for o in outcomes)
+    consolidated = next(o for o in outcomes if o.type == "consolidate")
+    assert consolidated.status == "done" and f"supersedes fact {hamburg.id}" in consolidated.result
     facts = {f.text: f for f in store.items("default", kind="long_term")}
     berlin = facts["Ada lives in Berlin."]
     assert facts["Ada lives in Hamburg."].valid_to is not None

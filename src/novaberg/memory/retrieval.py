@@ -57,12 +57,8 @@ def query_terms(text: str, limit: int = 12) -> list[str]:
     return seen
 
 
-def estimate_tokens(text: str) -> int:
+def estimate_tokens(chars: int) -> int:
     """About four characters a token (no tokenizer is shared by every backend)."""
-    return estimate_tokens_for(len(text))
-
-
-def estimate_tokens_for(chars: int) -> int:
     return max(1, math.ceil(chars / 4))
 
 
@@ -90,16 +86,6 @@ class Retrieved:
     relevance: float
     tokens: int
     reason: str
-
-    def view(self) -> dict[str, object]:
-        return {
-            "id": self.item.id,
-            "kind": self.item.kind,
-            "text": self.item.text,
-            "score": round(self.score, 3),
-            "tokens": self.tokens,
-            "reason": self.reason,
-        }
 
 
 @dataclass
@@ -153,7 +139,7 @@ class Retriever:
             score = w.recency * recency + w.importance * c.importance + w.relevance * relevance
             scored.append((score, c, recency, relevance, semantic))
         scored.sort(key=lambda s: (-s[0], -s[1].id))
-        chosen = self._pack([(s[1].id, estimate_tokens_for(s[1].chars)) for s in scored])
+        chosen = self._pack([(s[1].id, estimate_tokens(s[1].chars)) for s in scored])
         items = self.store.by_ids(user, chosen)
         return [
             Retrieved(
@@ -162,7 +148,7 @@ class Retriever:
                 recency,
                 c.importance,
                 relevance,
-                estimate_tokens_for(c.chars),
+                estimate_tokens(c.chars),
                 _reason(items[c.id], terms, lexical.get(c.id, 0.0), semantic, recency, at),
             )
             for score, c, recency, relevance, semantic in scored

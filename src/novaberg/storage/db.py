@@ -162,9 +162,6 @@ class Database:
             self.query("SELECT bt_index_check(?::regclass, true)", (index["name"],))
         return "ok"
 
-    def integrity_ok(self) -> bool:
-        return self.integrity_check() == "ok"
-
     # -- conversations and turns -------------------------------------------------------
     def new_conversation(self, user_id: str) -> int:
         with self.transaction() as c:
