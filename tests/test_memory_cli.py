@@ -65,6 +65,8 @@ def test_a_fact_told_in_one_process_is_kept_consolidated_and_used_in_the_next(
         ("timeline", "done"),
         ("profile_adaptive", "done"),
     ]
+    profile = json.loads(run("memory", "profile", "--json").stdout)
+    assert profile["adaptive"]["statements"] == [{"text": "Loves sailing.", "sources": [2]}]
     run("ask", "Do you know me?")  # a new process
     prompt = json.dumps(memory_env.requests("/api/chat", caller="responder")[-1].body)
     assert FACT in prompt and "Loves sailing." in prompt
@@ -80,6 +82,7 @@ def test_forget_makes_it_gone_for_good(memory_env: OllamaTestServer) -> None:
     assert items("list") == []
     assert FACT not in run("memory", "export").stdout
     assert "Loves sailing." not in run("memory", "export").stdout
+    assert json.loads(run("memory", "profile", "--json").stdout)["adaptive"]["statements"] == []
     run("ask", "Do you know me?")
     prompt = json.dumps(memory_env.requests("/api/chat", caller="responder")[-1].body)
     assert FACT not in prompt and "Baltic" not in prompt and "Loves sailing." not in prompt

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 app = typer.Typer(
-    help="What Nova remembers about you: list, search, show, forget, export, import.",
+    help="What Nova remembers about you, and your control over it.",
     no_args_is_help=True,
 )
 
@@ -147,6 +147,24 @@ def import_cmd(
     export = guarded(lambda: parse_export(raw, who))
     counts = guarded(lambda: import_user(db, export))
     typer.echo(json.dumps({"imported": counts}) if as_json else f"Imported: {counts}")
+
+
+@app.command()
+def profile(user: UserOpt = None, as_json: JsonOpt = False) -> None:
+    """The current profile: core (stable) and adaptive (lately), each statement with the
+    memories it rests on."""
+    store, who = _store(user)
+    parts = {part: asdict(p) for part, p in sorted(store.profile(who).items())}
+    if as_json:
+        typer.echo(json.dumps(parts, ensure_ascii=False))
+        return
+    if not parts:
+        typer.echo("No profile yet.")
+    for part, p in parts.items():
+        typer.echo(f"{part} (version {p['version']}, {p['created_at']}):")
+        for statement in p["statements"]:
+            sources = ", ".join(str(i) for i in statement["sources"]) or "no recorded source"
+            typer.echo(f"  - {statement['text']}  (from {sources})")
 
 
 @app.command()
