@@ -215,7 +215,7 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
     part of an export, so imported items have no source turn in this database.
     """
     new_ids: dict[int, int] = {}
-    added = 0
+    created: set[int] = set()
     with db.transaction() as c:
         for m in export.memories:
             result = MemoryStore.add(
@@ -229,8 +229,11 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
                 valid_from=_stamp(m.valid_from),
             )
             new_ids[m.id] = result.id
-            added += int(result.created)
+            if result.created:
+                created.add(m.id)
         for m in export.memories:
+            if m.id not in created:
+                continue  # imported before: what happened to it since (superseded…) stands
             c.execute(
                 "UPDATE memories SET derived_from = ?, valid_to = ?, superseded_by = ?, "
                 "consolidated_into = ?, created_at = ? WHERE id = ?",
@@ -257,8 +260,8 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
             statements = [
                 Statement(s.text, [new_ids[i] for i in s.sources if i in new_ids])
                 for s in p.statements
-            ] or [Statement(p.text, [])]
+            ] or ([Statement(p.text, [])] if p.text else [])
             store.set_profile(export.user, p.part, statements, c)
             have.add((p.part, p.text))
             versions += 1
-    return {"memories": added, "profile": versions}
+    return {"memories": len(created), "profile": versions}
