@@ -10,6 +10,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.backends.ollama import OllamaBackend
 from novaberg.config import Timeouts
 from novaberg.errors import (
+    BackendError,
     BackendHTTPError,
     BackendTimeout,
     BackendUnreachable,
@@ -157,3 +158,14 @@ async def test_total_timeout_bounds_a_slow_stream(server: OllamaTestServer) -> N
             await slow.chat(ChatRequest(caller="responder", messages=MSG))
     finally:
         await slow.aclose()
+
+
+async def test_embeddings_carry_the_caller_and_a_missing_embedder_says_how_to_fix_it(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    vectors = await backend.embed(["my sister Lena", "a boat"], "nomic-embed-text", "embed")
+    assert len(vectors) == 2 and vectors[0] != vectors[1]
+    [request] = server.requests("/api/embed")
+    assert request.caller == "embed" and request.body["input"] == ["my sister Lena", "a boat"]
+    with pytest.raises(BackendError, match="ollama pull no-such-embedder"):
+        await backend.embed(["x"], "no-such-embedder", "embed")
