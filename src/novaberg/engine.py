@@ -381,12 +381,8 @@ class Engine:
         )
         if not self.settings.memory.jobs or not added.created:
             return added.id, []
-        count = c.execute(
-            "SELECT COUNT(*) AS n FROM memories WHERE user_id = ? AND kind = 'short_term'",
-            (user,),
-        ).scalar()
         types = ["consolidate", "timeline", "profile_adaptive"]
-        if int(count) % self.settings.memory.core_every == 0:
+        if MemoryStore.count(c, user, "short_term") % self.settings.memory.core_every == 0:
             types.append("profile_core")
         payload = {"memory_id": added.id, "turn_id": turn_id}
         jobs = [self.events.enqueue(conversation, turn_id, t, payload, c) for t in types]

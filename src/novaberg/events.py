@@ -1,4 +1,4 @@
-"""The event queue: self-triggers (and later background jobs), persisted per conversation.
+"""The event queue: self-triggers and memory jobs, persisted per conversation.
 
 A log line says "enqueued" only after the database accepted the event, and "delivered" only
 after the follow-up it produced was stored (../shared/seeds/000, postscript: a self-trigger

@@ -227,16 +227,28 @@ async def consolidate(
     return write, ""
 
 
+def _date_options(at: datetime, language: str) -> dict[str, Any]:
+    """dateparser's options: the user's language first, relative to ``at``, future preferred."""
+    return {
+        "languages": list(dict.fromkeys([language, "en", "de"])),
+        "settings": {"RELATIVE_BASE": at.replace(tzinfo=None), "PREFER_DATES_FROM": "future"},
+    }
+
+
+def date_expressions(text: str, at: datetime, language: str) -> list[tuple[str, datetime]]:
+    """The date expressions dateparser finds in ``text`` ("morgen", "next Friday"), resolved."""
+    from dateparser.search import search_dates
+
+    return list(search_dates(text, **_date_options(at, language)) or [])
+
+
 def resolve_date(when: str, at: datetime, language: str) -> date | None:
     """``when`` ("morgen", "next Friday", "am 12. Mai") as a date, relative to ``at``."""
     import dateparser
-    from dateparser.search import search_dates
 
-    languages = list(dict.fromkeys([language, "en", "de"]))
-    settings: Any = {"RELATIVE_BASE": at.replace(tzinfo=None), "PREFER_DATES_FROM": "future"}
-    found = dateparser.parse(when, languages=languages, settings=settings)
+    found = dateparser.parse(when, **_date_options(at, language))
     if found is None:
-        hits = search_dates(when, languages=languages, settings=settings)
+        hits = date_expressions(when, at, language)
         found = hits[0][1] if hits else None
     return None if found is None else found.date()
 
@@ -244,17 +256,13 @@ def resolve_date(when: str, at: datetime, language: str) -> date | None:
 async def timeline(
     ctx: TurnContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
-    from dateparser.search import search_dates
-
     item = _source(store, user, event)
     turn = ctx.db.turn(int(event.payload["turn_id"]))
     if item is None or turn is None or turn["user_text"] == FORGOTTEN:
         return None, "the source was forgotten"
     message = str(turn["user_text"])
     at = datetime.fromisoformat(str(turn["started_at"]))
-    languages = list(dict.fromkeys([ctx.settings.language, "en", "de"]))
-    settings: Any = {"RELATIVE_BASE": at.replace(tzinfo=None), "PREFER_DATES_FROM": "future"}
-    mentioned = search_dates(message, languages=languages, settings=settings)
+    mentioned = date_expressions(message, at, ctx.settings.language)
     if not mentioned:
         return None, "no date expression in the message (dateparser found none); no model call"
     messages = [

@@ -201,6 +201,14 @@ class MemoryStore:
             )
 
     @staticmethod
+    def count(c: Connection, user: str, kind: Kind) -> int:
+        """How many items of this kind the user has (inside the caller's transaction)."""
+        n = c.execute(
+            "SELECT COUNT(*) AS n FROM memories WHERE user_id = ? AND kind = ?", (user, kind)
+        ).scalar()
+        return int(n)
+
+    @staticmethod
     def set_vector(c: Connection, memory_id: int, model: str, vector: Sequence[float]) -> None:
         c.execute(
             "INSERT INTO memory_vectors (memory_id, model, vec) VALUES (?, ?, ?) "

@@ -1,8 +1,9 @@
-"""Memory write (first version): decide what of this turn becomes a short-term memory.
+"""Memory write: decide what of this turn becomes a short-term memory.
 
-The item is stored by the engine in the same transaction as the turn's messages, so a turn
-that fails or is aborted afterwards leaves no memory behind. ``salience.stored`` in the trace
-is set only once that transaction committed.
+The item is stored by the engine in the same transaction as the turn's messages, together
+with its background jobs (:mod:`novaberg.memory.jobs`), so a turn that fails or is aborted
+afterwards leaves no memory behind. ``salience.stored`` in the trace is set only once that
+transaction committed.
 """
 
 from __future__ import annotations
