@@ -144,6 +144,29 @@ class Memory(BaseModel):
     on_embedded: bool = Field(False, description="run those jobs on the embedded model too")
 
 
+class Limits(BaseModel):
+    """How much text a turn may carry: the context window every prompt is sized to, the
+    longest reply kept from a model, and what each node is sent of history and background."""
+
+    model_config = ConfigDict(extra="forbid")
+    context_tokens: int = Field(
+        4096,
+        ge=512,
+        le=1_048_576,
+        description="the model's context window; every prompt is sized to it (sent to Ollama "
+        "as num_ctx; on the embedded model the smaller of this and embedded_ctx)",
+    )
+    reply_chars: int = Field(
+        4000, ge=200, description="longest reply kept from a model; longer is cut with a notice"
+    )
+    history_tokens: int = Field(
+        1200, ge=0, description="earlier conversation sent to the responder, at most"
+    )
+    situation_tokens: int = Field(
+        800, ge=0, description="background (memory, profile, timeline) sent to a node, at most"
+    )
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -189,6 +212,7 @@ class Settings(BaseSettings):
     tribunal: Tribunal = Field(default_factory=Tribunal)
     thinker: Thinker = Field(default_factory=Thinker)
     memory: Memory = Field(default_factory=Memory)
+    limits: Limits = Field(default_factory=Limits)
 
     @field_validator("fallback", mode="before")
     @classmethod
