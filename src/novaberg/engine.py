@@ -327,6 +327,7 @@ class Engine:
             "corrector": final.get("corrector"),
             "draft": final.get("draft"),
             "answered_by": trace.answered_by(),
+            "notices": trace.notices,
         }
 
         def remember(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:

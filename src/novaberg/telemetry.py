@@ -68,6 +68,9 @@ class Trace:
     nodes: list[str] = field(default_factory=list)
     node_started: list[float] = field(default_factory=list)
     """``time.perf_counter()`` when each entry of ``nodes`` started."""
+    notices: list[str] = field(default_factory=list)
+    """What the turn did that the user did not ask for, one line each, naming the node (a
+    broken node, a cut reply, a trimmed prompt); never the text of a message or memory."""
 
     def add_call(self, record: CallRecord) -> None:
         self.calls.append(record)
