@@ -242,8 +242,11 @@ class MemoryStore:
         kind: str | None = None,
         current_only: bool = False,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[MemoryItem]:
-        """Newest first."""
+        """Newest first; ``offset`` (with a ``limit``) skips that many of the newest."""
+        if offset and limit is None:
+            raise ValueError("an offset needs a limit")
         where = ["user_id = ?"]
         params: list[Any] = [user]
         if kind is not None:
@@ -253,8 +256,8 @@ class MemoryStore:
             where.append("valid_to IS NULL")
         sql = f"SELECT {COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY id DESC"
         if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+            sql += " LIMIT ? OFFSET ?"
+            params.extend((limit, offset))
         return [MemoryItem.from_row(r) for r in self.db.query(sql, params)]
 
     def fulltext(
