@@ -238,20 +238,28 @@ class Engine:
         return result
 
     async def _drain_self_triggers(self, turn_id: int, conversation: int) -> list[dict[str, Any]]:
+        """Run the second passes this turn scheduled, each claimed first (another process on
+        this home never runs it too)."""
         followups = []
-        for event in self.events.pending(turn_id):
-            if event.type != "self_trigger":
-                continue
-            self.events.mark(event.id, "running")
+        while (event := self.events.claim(("self_trigger",), turn_id=turn_id)) is not None:
             try:
                 second = await self._run(
-                    event.payload["user_text"], conversation, "self_trigger", None, None
+                    event.payload["user_text"],
+                    conversation,
+                    "self_trigger",
+                    None,
+                    None,
+                    parent_turn_id=turn_id,
                 )
             except NovabergError as exc:
-                self.events.mark(event.id, "failed")
-                log.error("self-trigger event %d failed: %s", event.id, exc)
+                self.events.mark(event.id, "failed", type(exc).__name__)
+                log.error(
+                    "self-trigger event %d failed (%s; the turn records why)",
+                    event.id,
+                    type(exc).__name__,
+                )
                 continue
-            self.events.mark(event.id, "delivered")
+            self.events.mark(event.id, "delivered", f"follow-up in turn {second.turn_id}")
             log.info(
                 "self-trigger event %d delivered (follow-up stored in turn %d)",
                 event.id,
@@ -269,8 +277,9 @@ class Engine:
         origin: str,
         on_token: TokenCallback | None,
         on_progress: ProgressCallback | None,
+        parent_turn_id: int | None = None,
     ) -> TurnResult:
-        turn_id = self.db.start_turn(conversation, message, origin)
+        turn_id = self.db.start_turn(conversation, message, origin, parent_turn_id)
         ctx = TurnContext(
             settings=self.settings,
             queue=self.queue,

@@ -3,19 +3,51 @@
 A log line says "enqueued" only after the database accepted the event, and "delivered" only
 after the follow-up it produced was stored (../shared/seeds/000, postscript: a self-trigger
 that was never declared vanished while the log said it had been set).
+
+An event runs only after this process has **claimed** it: one ``UPDATE … WHERE id = (the
+oldest claimable) … RETURNING`` sets it ``running`` with ``claimed_by`` (host and process id)
+and ``claimed_until`` (a lease), so that two processes on one home (or many workers on one
+PostgreSQL, where the inner select takes ``FOR UPDATE SKIP LOCKED``) never run one event
+twice. Claimable are ``pending`` events, and ``running`` ones whose claim is gone: the lease
+ran out, the claiming process on this host is dead (a crash), or the event was left running
+without a claim (before claims existed). Jobs are idempotent, so one that runs again after a
+crash changes nothing twice.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 
 log = logging.getLogger("novaberg")
+
+LEASE_S = 1800.0
+"""How long a claim holds without its process being known dead: longer than any job (a few
+model calls, each bounded by ``timeouts.total_s``). On this host a dead claimer is noticed at
+once; a claim of a process on another host that died is taken again when its lease ran out."""
+
+
+def claimant() -> str:
+    """Who claims: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
 
 
 @dataclass(frozen=True)
@@ -29,8 +61,10 @@ class Event:
 
 
 class EventQueue:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, lease_s: float = LEASE_S) -> None:
         self.db = db
+        self.lease_s = lease_s
+        self.me = claimant()
 
     def enqueue(
         self,
@@ -66,8 +100,8 @@ class EventQueue:
         return [_event(r) for r in rows]
 
     def unfinished(self, types: tuple[str, ...], limit: int = 100) -> list[Event]:
-        """Events of these types not done yet, oldest first: pending ones, and ones left
-        ``running`` by a process that died (their jobs are idempotent, so they run again)."""
+        """Events of these types not done yet, oldest first: pending ones, and running ones
+        (claimed by a process now, or left running by one that died)."""
         marks = ", ".join("?" for _ in types)
         rows = self.db.query(
             f"SELECT * FROM events WHERE status IN ('pending', 'running') AND type IN ({marks}) "
@@ -76,15 +110,66 @@ class EventQueue:
         )
         return [_event(r) for r in rows]
 
+    def claim(self, types: tuple[str, ...], turn_id: int | None = None) -> Event | None:
+        """Claim the oldest claimable event of these types (of one turn, if given) for this
+        process, atomically; ``None`` when there is none."""
+        self._release_dead()
+        stamp = now()
+        until = (datetime.now(UTC) + timedelta(seconds=self.lease_s)).isoformat(
+            timespec="milliseconds"
+        )
+        marks = ", ".join("?" for _ in types)
+        claimable = (
+            "(status = 'pending' OR (status = 'running' "
+            "AND (claimed_until IS NULL OR claimed_until < ?)))"
+        )
+        scope = " AND turn_id = ?" if turn_id is not None else ""
+        lock = " FOR UPDATE SKIP LOCKED" if self.db.dialect == "postgres" else ""
+        params: list[Any] = [self.me, until, stamp, *types, stamp]
+        if turn_id is not None:
+            params.append(turn_id)
+        params.append(stamp)
+        with self.db.transaction() as c:
+            row = c.execute(
+                "UPDATE events SET status = 'running', claimed_by = ?, claimed_until = ?, "
+                "updated_at = ? WHERE id = (SELECT id FROM events "
+                f"WHERE type IN ({marks}) AND {claimable}{scope} ORDER BY id LIMIT 1{lock}) "
+                f"AND {claimable} RETURNING *",
+                params,
+            ).one()
+        return None if row is None else _event(row)
+
+    def _release_dead(self) -> None:
+        """Running events claimed by a process of this host that is gone become claimable."""
+        host = self.me.rsplit(":", 1)[0]
+        rows = self.db.query(
+            "SELECT id, claimed_by FROM events WHERE status = 'running' "
+            "AND claimed_until IS NOT NULL"
+        )
+        for r in rows:
+            owner, _, pid = str(r["claimed_by"]).rpartition(":")
+            if owner != host or not pid.isdigit() or _alive(int(pid)):
+                continue
+            with self.db.transaction() as c:
+                c.execute(
+                    "UPDATE events SET claimed_until = NULL "
+                    "WHERE id = ? AND status = 'running' AND claimed_by = ?",
+                    (r["id"], r["claimed_by"]),
+                )
+            log.info("event %d: the process that claimed it is gone; it may run again", r["id"])
+
     def mark(
         self, event_id: int, status: str, result: str = "", c: Connection | None = None
     ) -> None:
+        """Set an event's status and result; its claim ends (``claimed_by`` stays as a record
+        of who ran it)."""
         if c is None:
             with self.db.transaction() as tx:
                 self.mark(event_id, status, result, tx)
             return
         c.execute(
-            "UPDATE events SET status = ?, result = ?, updated_at = ? WHERE id = ?",
+            "UPDATE events SET status = ?, result = ?, updated_at = ?, claimed_until = NULL "
+            "WHERE id = ?",
             (status, result, now(), event_id),
         )
 

@@ -25,8 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.errors import NovabergError
+from novaberg.errors import BackendError, ModelOutputError, NovabergError
 from novaberg.events import Event
+from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms
 from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
 from novaberg.nodes.context import TurnContext
@@ -37,6 +38,7 @@ from novaberg.storage.db import insert_calls
 log = logging.getLogger("novaberg")
 
 JOB_TYPES = ("consolidate", "timeline", "profile_adaptive", "profile_core")
+MALFORMED = "the model returned no usable JSON (its calls are recorded as malformed)"
 
 
 @dataclass(frozen=True)
@@ -81,38 +83,8 @@ class ProfileOutput(BaseModel):
     statements: list[ProfileStatement] = Field(max_length=10)
 
 
-# -- prompts (the model sees only the user's memories: never tool output or thinking) --------
-CONSOLIDATE = (
-    "You keep the long-term facts Nova knows about her user. Compare the NEW ITEM with the "
-    'EXISTING FACTS. Answer with ONE JSON object {"action", "fact_id", "fact"}: '
-    '"same" if an existing fact already says it (fact_id: that fact), "update" if it changes '
-    "an existing fact, e.g. a new name, city, job or plan (fact_id: the fact it replaces), "
-    '"new" otherwise (fact_id: null). "fact": the durable fact as one short sentence about '
-    'the user in the third person (for same: "").'
-)
-TIMELINE = (
-    "Find the dated events in the user's message: appointments, birthdays, plans, deadlines. "
-    'Answer with ONE JSON object {"events": [{"what": short description, "when": the exact '
-    'words of the message that say when}]}; {"events": []} if there is none.'
-)
-PROFILE = {
-    "adaptive": (
-        "Describe the user's CURRENT moods and concerns (the adaptive profile) in at most 5 "
-        "short statements. Use only what the memories below say; each statement lists the ids "
-        'of the memories it rests on. Answer with ONE JSON object {"statements": [{"text", '
-        '"sources": [ids]}]}.'
-    ),
-    "core": (
-        "Describe the user's STABLE traits, interests and circumstances (the core profile) in "
-        "at most 8 short statements. Use only what the memories below say; each statement "
-        'lists the ids of the memories it rests on. Answer with ONE JSON object {"statements": '
-        '[{"text", "sources": [ids]}]}.'
-    ),
-}
-
-
-def _listing(items: list[MemoryItem]) -> str:
-    return "\n".join(f"[{m.id}] {m.text}" for m in items) or "(none)"
+def _listing(items: list[MemoryItem], none: str) -> str:
+    return "\n".join(f"[{m.id}] {m.text}" for m in items) or none
 
 
 class BackgroundJobs:
@@ -123,27 +95,35 @@ class BackgroundJobs:
         self.ctx_factory = ctx_factory
 
     async def run_pending(self, limit: int = 100) -> list[JobOutcome]:
+        """Claim and run waiting jobs, one at a time, until none is left (or ``limit`` ran).
+        A job another process has claimed is not touched."""
         probe = self.ctx_factory()
         outcomes = []
-        for event in probe.events.unfinished(JOB_TYPES, limit):
+        for _ in range(limit):
+            event = probe.events.claim(JOB_TYPES)
+            if event is None:
+                break
             outcomes.append(await self.run(event))
         return outcomes
 
     async def run(self, event: Event) -> JobOutcome:
+        """Run one job this process has claimed."""
         ctx = self.ctx_factory()
         store = MemoryStore(ctx.db)
         handler = _HANDLERS[event.type]
-        ctx.events.mark(event.id, "running")
         user = ctx.db.conversation_user(event.conversation_id)
         if user is None:
             return self._failed(ctx, event, f"conversation {event.conversation_id} is gone")
         try:
             write, result = await handler(ctx, store, user, event)
-        except (Failed, NovabergError) as exc:
+        except Failed as exc:
             return self._failed(ctx, event, str(exc))
+        except NovabergError as exc:
+            return self._failed(ctx, event, _reason(exc))
         except Exception as exc:  # a bug must not end the loop that runs the other jobs
-            log.exception("%s job (event %d) crashed", event.type, event.id)
-            return self._failed(ctx, event, f"internal error: {type(exc).__name__}: {exc}")
+            log.error("%s job (event %d) crashed: %s", event.type, event.id, type(exc).__name__)
+            log.debug("the crash of event %d", event.id, exc_info=True)
+            return self._failed(ctx, event, f"internal error ({type(exc).__name__})")
         with ctx.db.transaction() as c:
             if write is not None:
                 result = write(c) or result
@@ -154,11 +134,22 @@ class BackgroundJobs:
 
     @staticmethod
     def _failed(ctx: TurnContext, event: Event, reason: str) -> JobOutcome:
+        """Record a failure; ``reason`` says what failed and never quotes the user's or the
+        model's words (it is shown by ``memory jobs`` and logged)."""
         with ctx.db.transaction() as c:
             insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
             ctx.events.mark(event.id, "failed", reason, c)
         log.warning("%s job (event %d) failed: %s", event.type, event.id, reason)
         return JobOutcome(event.id, event.type, "failed", reason)
+
+
+def _reason(exc: NovabergError) -> str:
+    """A failure reason without words from a prompt or an answer: a backend's message may
+    quote the request (a server's validation error), so only its kind is named; the call
+    records keep the details."""
+    if isinstance(exc, BackendError | ModelOutputError):
+        return f"the model call failed ({type(exc).__name__}; see the job's call records)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 Write = Callable[[Any], str | None] | None
@@ -181,16 +172,18 @@ async def consolidate(
     best = [c.id for c in sorted(matches, key=lambda c: -c.rel)][:5]
     facts = store.by_ids(user, best)
     related = [facts[i] for i in best if i in facts]
+    texts = job_prompts(ctx.settings.language)
     messages = [
-        {"role": "system", "content": CONSOLIDATE},
+        {"role": "system", "content": texts.consolidate},
         {
             "role": "user",
-            "content": f"EXISTING FACTS:\n{_listing(related)}\n\nNEW ITEM:\n{item.text}",
+            "content": f"{texts.existing_facts}:\n{_listing(related, texts.none)}\n\n"
+            f"{texts.new_item}:\n{item.text}",
         },
     ]
     out = await ask_structured(ctx, "consolidate", messages, Consolidation, priority=BACKGROUND)
     if out is None:
-        raise Failed("the model returned no usable JSON (recorded as malformed)")
+        raise Failed(MALFORMED)
     offered = {m.id for m in related}
     if out.action in ("same", "update") and out.fact_id not in offered:
         raise Failed(f"the model named fact {out.fact_id}, which it was not shown")
@@ -258,7 +251,7 @@ async def timeline(
 ) -> tuple[Write, str]:
     item = _source(store, user, event)
     turn = ctx.db.turn(int(event.payload["turn_id"]))
-    if item is None or turn is None or turn["user_text"] == FORGOTTEN:
+    if item is None or turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
         return None, "the source was forgotten"
     message = str(turn["user_text"])
     at = datetime.fromisoformat(str(turn["started_at"]))
@@ -266,22 +259,27 @@ async def timeline(
     if not mentioned:
         return None, "no date expression in the message (dateparser found none); no model call"
     messages = [
-        {"role": "system", "content": TIMELINE},
+        {"role": "system", "content": job_prompts(ctx.settings.language).timeline},
         {"role": "user", "content": message},
     ]
     out = await ask_structured(ctx, "timeline", messages, Events, priority=BACKGROUND)
     if out is None:
-        raise Failed("the model returned no usable JSON (recorded as malformed)")
-    words = ", ".join(repr(text) for text, _ in mentioned[:3])
+        raise Failed(MALFORMED)
     if not out.events:
-        raise Failed(f"the model found no event although the message says {words}")
+        raise Failed(
+            f"the model found no event although dateparser found {len(mentioned)} date "
+            "expression(s) in the message"
+        )
     resolved = []
     for n, found in enumerate(out.events):
         day = resolve_date(found.when, at, ctx.settings.language)
         if day is not None and found.what.strip():
             resolved.append((n, found.what.strip(), day))
     if not resolved:
-        raise Failed(f"no event date could be resolved (the model said {out.events[0].when!r})")
+        raise Failed(
+            f"no event date could be resolved: the model gave {len(out.events)} event(s), "
+            "none with a date dateparser understands"
+        )
 
     def write(c: Any) -> str:
         stored = []
@@ -320,15 +318,19 @@ async def _profile(
     basis = [m for m in basis if m.consolidated_into is None]
     if not basis:
         return None, "no memories to build the profile from"
+    texts = job_prompts(ctx.settings.language)
     messages = [
-        {"role": "system", "content": PROFILE[part]},
-        {"role": "user", "content": f"MEMORIES:\n{_listing(basis)}"},
+        {
+            "role": "system",
+            "content": texts.profile_core if part == "core" else texts.profile_adaptive,
+        },
+        {"role": "user", "content": f"{texts.memories}:\n{_listing(basis, texts.none)}"},
     ]
     out = await ask_structured(
         ctx, f"profile_{part}", messages, ProfileOutput, priority=BACKGROUND, max_tokens=512
     )
     if out is None:
-        raise Failed("the model returned no usable JSON (recorded as malformed)")
+        raise Failed(MALFORMED)
     offered = {m.id for m in basis}
     statements = [
         Statement(s.text.strip(), sorted(set(s.sources)))

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from novaberg.errors import StorageError
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
@@ -120,6 +122,13 @@ class Forgotten:
     profile_versions: int
     """How many stored profile versions lost a statement derived from the forgotten items."""
     turns_scrubbed: int
+    """Turns whose words were erased: the source turns and their second passes."""
+    later_turns: int = 0
+    """Later turns that were given a forgotten item: Nova's reply and the trace erased."""
+    events_scrubbed: int = 0
+    calls_scrubbed: int = 0
+    files: str = ""
+    """What was done so that the text is not left in the database files either."""
 
 
 def pack_vector(values: Sequence[float]) -> bytes:
@@ -398,14 +407,13 @@ class MemoryStore:
 
     # -- forgetting --------------------------------------------------------------------
     def forget(self, user: str, memory_id: int) -> Forgotten | None:
-        """Remove an item and everything derived from it, everywhere, for good.
+        """Remove an item and everything derived from it, everywhere, for good: every place
+        of :data:`FORGET_MAP`, walked in its order. Returns ``None`` if the user has no such
+        item.
 
         The family of an item: the item; the long-term facts derived from it; the sources of
-        a forgotten fact (they say the same thing). Removed with them: their vectors and
-        full-text entries, every profile statement derived from any of them (in every stored
-        version), and the words of the turns they came from (the user's message, Nova's
-        reply and the turn's trace are overwritten). A fact that a forgotten fact had
-        superseded becomes current again. Returns ``None`` if the user has no such item.
+        a forgotten fact (they say the same thing). A fact that a forgotten fact had
+        superseded becomes current again.
         """
         rows = self.db.query(
             "SELECT id, kind, derived_from, consolidated_into, superseded_by, source_turn_id "
@@ -416,13 +424,12 @@ class MemoryStore:
         if memory_id not in by_id:
             return None
         family = _family(memory_id, by_id)
-        turns = sorted(
-            {int(by_id[i]["source_turn_id"]) for i in family if by_id[i]["source_turn_id"]}
-        )
+        sources = {int(by_id[i]["source_turn_id"]) for i in family if by_id[i]["source_turn_id"]}
         ids = sorted(family)
         marks = ", ".join("?" for _ in ids)
-        changed_profiles = 0
+        stamp = now()
         with self.db.transaction() as c:
+            scopes = _scopes(c, user, family, sources)
             c.execute(
                 f"UPDATE memories SET valid_to = NULL, superseded_by = NULL "
                 f"WHERE user_id = ? AND superseded_by IN ({marks})",
@@ -433,40 +440,242 @@ class MemoryStore:
                 f"WHERE user_id = ? AND consolidated_into IN ({marks})",
                 (user, *ids),
             )
-            c.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({marks})", ids)
-            c.execute(f"DELETE FROM memories WHERE user_id = ? AND id IN ({marks})", (user, *ids))
-            for row in c.execute(
-                "SELECT id, statements FROM profiles WHERE user_id = ?", (user,)
-            ).rows:
-                statements = _statements(row["statements"])
-                kept = [s for s in statements if not family.intersection(s.sources)]
-                if len(kept) != len(statements):
-                    changed_profiles += 1
-                    c.execute(
-                        "UPDATE profiles SET text = ?, statements = ? WHERE id = ?",
-                        (_profile_text(kept), _statements_json(kept), row["id"]),
-                    )
-            if turns:
-                tmarks = ", ".join("?" for _ in turns)
-                c.execute(
-                    f"UPDATE messages SET content = ? WHERE turn_id IN ({tmarks})",
-                    (FORGOTTEN, *turns),
-                )
-                c.execute(
-                    f"UPDATE turns SET user_text = ?, trace_json = ? WHERE id IN ({tmarks})",
-                    (FORGOTTEN, json.dumps({"forgotten": True}), *turns),
-                )
-        self._compact()
-        return Forgotten(ids, changed_profiles, len(turns))
+            changed: dict[str, int] = {}
+            for place in FORGET_MAP:
+                n = _ACTIONS[place.action](c, place, scopes, stamp)
+                changed[place.table] = changed.get(place.table, 0) + n
+        files = self._compact()
+        return Forgotten(
+            ids,
+            changed["profiles"],
+            len(scopes["erased_turns"]),
+            later_turns=len(scopes["later_turns"]),
+            events_scrubbed=len(scopes["events"]),
+            calls_scrubbed=changed["llm_calls"],
+            files=files,
+        )
 
-    def _compact(self) -> None:
-        """Make deleted text unrecoverable from the files, not only from the queries."""
+    def _compact(self) -> str:
+        """Make deleted text unrecoverable from the files, not only from the queries; say
+        what was done. Blocking (a checkpoint, a vacuum): forget alone calls it."""
         if self.db.dialect == "sqlite":
             with self.db.transaction() as c:
                 c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
-            self.db.query("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            self.db.conn.execute("VACUUM memories, memory_vectors, profiles, messages, turns")
+            row = self.db.one("PRAGMA wal_checkpoint(TRUNCATE)")
+            if row is not None and int(row["busy"]):
+                log.warning(
+                    "forget: another connection reads the database, so its write-ahead log "
+                    "could not be emptied yet; the old text stays in %s-wal until the next "
+                    "checkpoint",
+                    self.db.where,
+                )
+                return "freed pages overwritten; write-ahead log still busy"
+            return "freed pages overwritten, full-text index merged, write-ahead log emptied"
+        tables = ", ".join(dict.fromkeys(p.table for p in FORGET_MAP))
+        try:
+            self.db.conn.execute(f"VACUUM {tables}")
+        except StorageError as exc:
+            log.warning("forget: VACUUM failed (%s); dead rows stay until autovacuum", exc)
+            return "not vacuumed (dead rows stay until autovacuum)"
+        return "tables vacuumed"
+
+
+@dataclass(frozen=True)
+class Place:
+    """One place where a user's words can land, and what forget does there."""
+
+    table: str
+    columns: tuple[str, ...]
+    rows: str
+    """Which rows: SQL over the scopes of :func:`_scopes`, written ``{scope}``."""
+    action: Literal["delete", "erase", "erase_strings", "drop_statements", "stamp"]
+    why: str
+
+
+FORGET_MAP: tuple[Place, ...] = (
+    Place("memory_vectors", ("vec",), "memory_id IN {family}", "delete",
+          "the embeddings of the family's items"),
+    Place("memories", ("text",), "id IN {family}", "delete",
+          "the items; their full-text entries go with them (SQLite: the FTS5 triggers, then "
+          "'optimize'; PostgreSQL: the generated tsvector column)"),
+    Place("profiles", ("text", "statements"), "user_id = {user}", "drop_statements",
+          "every statement resting on an item of the family, in every stored version"),
+    Place("messages", ("content",), "turn_id IN {erased_turns}", "erase",
+          "the user's message and Nova's reply of the source turns, and the follow-up "
+          "message of their second passes"),
+    Place("messages", ("content",), "turn_id IN {later_turns} AND role = 'assistant'", "erase",
+          "Nova's later replies that were given an item of the family (they may repeat it)"),
+    Place("turns", ("user_text", "error", "trace_json"), "id IN {erased_turns}", "erase",
+          "the source turns and their self-triggered second passes: the message, the error, "
+          "the trace (draft, salience summary, retrieval reasons quoting matched words)"),
+    Place("turns", ("error", "trace_json"), "id IN {later_turns}", "erase",
+          "the traces of the later turns that were given an item (draft, retrieval reasons)"),
+    Place("turns", ("forgotten_at",), "id IN {erased_turns} OR id IN {later_turns}", "stamp",
+          "these turns are never sent as history again"),
+    Place("events", ("payload",), "id IN {events}", "erase_strings",
+          "the events of those turns: a self-trigger's user text and draft (ids are kept)"),
+    Place("events", ("result",), "id IN {events}", "erase",
+          "the events' results: job reasons, a second pass's outcome"),
+    Place("llm_calls", ("error",), "turn_id IN {all_turns} OR event_id IN {events}", "erase",
+          "the errors of those turns' and events' model calls (a server may quote a prompt)"),
+)  # fmt: skip
+"""Every place a user's words can land, and what forget does there, in the order it is
+done. Structure stays (a turn, a message, an event keeps its row, its ids and its status);
+the words become :data:`FORGOTTEN`. What is not here holds no words: conversations (an owner
+and a time), call records apart from their errors (lengths, counts, outcomes). Not reached:
+the words the user wrote in later turns (their own new messages), and files outside the
+database (backups, logs below WARNING)."""
+
+_ERASED_JSON = json.dumps({"forgotten": True})
+
+
+def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> dict[str, Any]:
+    """The rows forget reaches, by scope: ``family`` (memory ids), ``erased_turns`` (the
+    turns the family came from, and the second passes they started, transitively),
+    ``later_turns`` (the user's other turns whose retrieval was given an item of the family),
+    ``all_turns``, ``events`` (the events of all those turns), ``user``."""
+    erased = set(sources)
+    frontier = set(sources)
+    while frontier:
+        marks = ", ".join("?" for _ in frontier)
+        children = {
+            int(r["id"])
+            for r in c.execute(
+                f"SELECT id FROM turns WHERE parent_turn_id IN ({marks})", sorted(frontier)
+            ).rows
+        }
+        frontier = children - erased
+        erased |= frontier
+    later: set[int] = set()
+    if family:
+        patterns = [f'%"id": {i},%' for i in sorted(family)]
+        likes = " OR ".join("t.trace_json LIKE ?" for _ in patterns)
+        for r in c.execute(
+            "SELECT t.id, t.trace_json FROM turns t JOIN conversations v "
+            f"ON v.id = t.conversation_id WHERE v.user_id = ? AND ({likes})",
+            (user, *patterns),
+        ).rows:
+            given = json.loads(r["trace_json"] or "{}").get("retrieval") or []
+            if any(isinstance(g, dict) and g.get("id") in family for g in given):
+                later.add(int(r["id"]))
+    later -= erased
+    every = erased | later
+    events: set[int] = set()
+    if every:
+        marks = ", ".join("?" for _ in every)
+        events = {
+            int(r["id"])
+            for r in c.execute(
+                f"SELECT id FROM events WHERE turn_id IN ({marks})", sorted(every)
+            ).rows
+        }
+    return {
+        "user": user,
+        "family": family,
+        "erased_turns": erased,
+        "later_turns": later,
+        "all_turns": every,
+        "events": events,
+    }
+
+
+def _where(place: Place, scopes: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``place.rows`` as SQL with placeholders, and its parameters in order."""
+    params: list[Any] = []
+
+    def expand(match: re.Match[str]) -> str:
+        value = scopes[match.group(1)]
+        if isinstance(value, str):
+            params.append(value)
+            return "?"
+        params.extend(sorted(value))
+        return "(" + (", ".join("?" for _ in value) or "NULL") + ")"
+
+    return re.sub(r"\{(\w+)\}", expand, place.rows), params
+
+
+def _delete(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
+    where, params = _where(place, scopes)
+    return c.execute(f"DELETE FROM {place.table} WHERE {where}", params).rowcount
+
+
+def _erase(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
+    where, params = _where(place, scopes)
+    sets = ", ".join(
+        f"{col} = CASE WHEN {col} IS NULL OR {col} = '' THEN {col} ELSE ? END"
+        for col in place.columns
+    )
+    values = [_ERASED_JSON if col.endswith("_json") else FORGOTTEN for col in place.columns]
+    worded = " OR ".join(
+        f"({col} IS NOT NULL AND {col} <> '' AND {col} <> ?)" for col in place.columns
+    )
+    return c.execute(
+        f"UPDATE {place.table} SET {sets} WHERE ({where}) AND ({worded})",
+        [*values, *params, *values],
+    ).rowcount
+
+
+def _stamp(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
+    where, params = _where(place, scopes)
+    [column] = place.columns
+    return c.execute(
+        f"UPDATE {place.table} SET {column} = ? WHERE ({where}) AND {column} IS NULL",
+        [stamp, *params],
+    ).rowcount
+
+
+def _erase_strings(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
+    """Every text value of a JSON column becomes :data:`FORGOTTEN`; numbers (ids) stay."""
+    where, params = _where(place, scopes)
+    [column] = place.columns
+    changed = 0
+    for row in c.execute(f"SELECT id, {column} FROM {place.table} WHERE {where}", params).rows:
+        doc = json.loads(row[column] or "{}")
+        scrubbed = _scrub(doc)
+        if scrubbed != doc:
+            c.execute(
+                f"UPDATE {place.table} SET {column} = ? WHERE id = ?",
+                (json.dumps(scrubbed, ensure_ascii=False), row["id"]),
+            )
+            changed += 1
+    return changed
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return FORGOTTEN if value else value
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _drop_statements(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
+    """Statements resting on an item of the family leave every version; returns how many
+    versions changed."""
+    where, params = _where(place, scopes)
+    family: set[int] = scopes["family"]
+    changed = 0
+    for row in c.execute(f"SELECT id, statements FROM {place.table} WHERE {where}", params).rows:
+        statements = _statements(row["statements"])
+        kept = [s for s in statements if not family.intersection(s.sources)]
+        if len(kept) != len(statements):
+            changed += 1
+            c.execute(
+                f"UPDATE {place.table} SET text = ?, statements = ? WHERE id = ?",
+                (_profile_text(kept), _statements_json(kept), row["id"]),
+            )
+    return changed
+
+
+_ACTIONS: dict[str, Callable[[Connection, Place, dict[str, Any], str], int]] = {
+    "delete": _delete,
+    "erase": _erase,
+    "erase_strings": _erase_strings,
+    "drop_statements": _drop_statements,
+    "stamp": _stamp,
+}
 
 
 def _family(start: int, by_id: dict[int, dict[str, Any]]) -> set[int]:

@@ -182,13 +182,20 @@ class Database:
         )
         return None if found is None else int(found)
 
-    def start_turn(self, conversation_id: int, user_text: str, origin: str = "user") -> int:
+    def start_turn(
+        self,
+        conversation_id: int,
+        user_text: str,
+        origin: str = "user",
+        parent_turn_id: int | None = None,
+    ) -> int:
+        """A running turn; ``parent_turn_id``: the turn whose self-trigger started it."""
         with self.transaction() as c:
             return _new_id(
                 c.execute(
-                    "INSERT INTO turns (conversation_id, origin, user_text, status, started_at) "
-                    "VALUES (?, ?, ?, 'running', ?) RETURNING id",
-                    (conversation_id, origin, user_text, now()),
+                    "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
+                    "parent_turn_id) VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+                    (conversation_id, origin, user_text, now(), parent_turn_id),
                 )
             )
 
@@ -247,10 +254,11 @@ class Database:
             )
 
     def history(self, conversation_id: int, turns: int) -> list[Message]:
-        """The last ``turns`` completed exchanges of a conversation, oldest first."""
+        """The last ``turns`` completed exchanges of a conversation, oldest first; a turn
+        whose words were forgotten is left out."""
         rows = self.query(
             "SELECT m.role, m.content FROM messages m JOIN turns t ON t.id = m.turn_id "
-            "WHERE m.conversation_id = ? AND t.status = 'done' "
+            "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
             "ORDER BY m.id DESC LIMIT ?",
             (conversation_id, turns * 2),
         )
