@@ -9,6 +9,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.errors import ModelOutputError
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
+from novaberg.prompts.neutral import as_item, as_line, neutralise
 from novaberg.prompts.thinker import SECOND_PASS
 
 
@@ -19,17 +20,18 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     memories = context.get("memories") or []
     parts = [p.persona]
     if memories:
-        parts.append(p.memory_intro + "\n" + "\n".join(f"- {m['text']}" for m in memories))
+        parts.append(p.memory_intro + "\n" + "\n".join(as_item(m["text"]) for m in memories))
     profile = context.get("profile") or {}
-    lines = [profile[part] for part in ("core", "adaptive") if profile.get(part)]
+    lines = [neutralise(profile[part]) for part in ("core", "adaptive") if profile.get(part)]
     if lines:
         parts.append(p.profile_intro + "\n" + "\n".join(lines))
     timeline = context.get("timeline") or []
     if timeline:
         intro = p.timeline_intro.format(today=date.today().isoformat())
-        parts.append(intro + "\n" + "\n".join(f"- {t['date']}: {t['text']}" for t in timeline))
+        items = [as_item(t["text"], f"- {as_line(t['date'])}: ") for t in timeline]
+        parts.append(intro + "\n" + "\n".join(items))
     if route.get("tone"):
-        parts.append(p.tone_line.format(tone=route["tone"]))
+        parts.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
     if state.get("origin") == "self_trigger":
         parts.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
     system = "\n\n".join(parts)

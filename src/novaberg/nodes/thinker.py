@@ -24,6 +24,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.prompts import thinker as texts
+from novaberg.prompts.neutral import neutralise
 from novaberg.thinking import Control, normalizer_for, parse_control
 from novaberg.tools.registry import ToolEnv
 
@@ -49,7 +50,9 @@ class _Loop:
         self.language = ctx.settings.language
         self.draft = state.get("reply") or ""
         system = _text(texts.SYSTEM, self.language).replace("{tools}", ", ".join(ctx.tools.names))
-        task = _text(texts.TASK, self.language).format(message=state["user_text"], draft=self.draft)
+        task = _text(texts.TASK, self.language).format(
+            message=neutralise(state["user_text"]), draft=neutralise(self.draft)
+        )
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task},
@@ -95,7 +98,9 @@ class _Loop:
             self.messages[1],
             {
                 "role": "user",
-                "content": _text(texts.REASONING, self.language).format(reasoning=reasoning),
+                "content": _text(texts.REASONING, self.language).format(
+                    reasoning=neutralise(reasoning)
+                ),
             },
         ]
         result = await self.ctx.llm(

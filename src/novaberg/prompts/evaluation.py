@@ -5,6 +5,11 @@ for data the user gave themselves, salience averaged a stressed message with a c
 corrector drifted toward a worry from the profile). So every judge, the corrector and salience
 get two visibly separated blocks: the SITUATION explains, the SUBJECT is judged, and it comes
 LAST. Only this module writes those blocks.
+
+Every text placed inside a block that is not ours (memory, profile, timeline, the user's message,
+the answer, the reviewers' reasons, the router's labels) goes through
+:func:`~novaberg.prompts.neutral.neutralise` first: whatever is stored, the prompt holds exactly
+one SITUATION header and one SUBJECT header, and a multi-line memory stays one list item.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from novaberg.prompts.neutral import as_field, as_item, neutralise
 
 
 @dataclass(frozen=True)
@@ -118,28 +125,27 @@ class Subject:
 def situation_block(labels: Labels, situation: Situation) -> str:
     lines = [labels.situation_header]
     if situation.background_answer:
-        lines += [f"{labels.background_answer}:", situation.background_answer]
+        lines += [f"{labels.background_answer}:", neutralise(situation.background_answer)]
     if situation.intent or situation.tone:
-        lines.append(
-            f"{labels.intent}: {situation.intent or '-'}; {labels.tone}: {situation.tone or '-'}"
-        )
+        intent = as_field(labels.intent, situation.intent or "-")
+        lines.append(f"{intent}; {as_field(labels.tone, situation.tone or '-')}")
     if situation.memories:
         lines.append(f"{labels.memory}:")
-        lines += [f"- {m}" for m in situation.memories]
+        lines += [as_item(m) for m in situation.memories]
     if situation.profile_core:
-        lines.append(f"{labels.profile_core}: {situation.profile_core}")
+        lines.append(as_field(labels.profile_core, situation.profile_core))
     if situation.profile_adaptive:
-        lines.append(f"{labels.profile_adaptive}: {situation.profile_adaptive}")
+        lines.append(as_field(labels.profile_adaptive, situation.profile_adaptive))
     if situation.timeline:
         lines.append(f"{labels.timeline}:")
-        lines += [f"- {day}: {text}" for day, text in situation.timeline]
+        lines += [as_item(text, f"- {neutralise(day)}: ") for day, text in situation.timeline]
     return "\n".join(lines)
 
 
 def subject_block(labels: Labels, subject: Subject) -> str:
-    lines = [labels.subject_header, labels.user_message, subject.user_message]
+    lines = [labels.subject_header, labels.user_message, neutralise(subject.user_message)]
     if subject.answer is not None:
-        lines += ["", labels.answer, subject.answer]
+        lines += ["", labels.answer, neutralise(subject.answer)]
     return "\n".join(lines)
 
 
@@ -149,7 +155,7 @@ def evaluation_prompt(
     """Situation first, then (for the corrector) the reviewers' reasons, the subject LAST."""
     blocks = [situation_block(labels, situation)]
     if review:
-        blocks.append("\n".join([labels.review_header, *(f"- {r}" for r in review)]))
+        blocks.append("\n".join([labels.review_header, *(as_item(r) for r in review)]))
     blocks.append(subject_block(labels, subject))
     return "\n\n".join(blocks)
 

@@ -45,6 +45,17 @@ FOLLOW_UP = {
 
 REASONING = {"en": "Your reasoning:\n{reasoning}", "de": "Deine Überlegung:\n{reasoning}"}
 
+LABELS = (
+    "User's message:",
+    "Nova's draft answer:",
+    "Your reasoning:",
+    "Nachricht der Person:",
+    "Novas Antwortentwurf:",
+    "Deine Überlegung:",
+)
+"""The label lines of the texts above: foreign text can never forge one
+(:mod:`novaberg.prompts.neutral`)."""
+
 GESTURE = {
     "en": "Hmm… let me go through that again.",
     "de": "Hmm… ich muss das nochmal durchgehen.",
