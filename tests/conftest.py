@@ -84,14 +84,8 @@ def ollama_server() -> Iterator[OllamaTestServer]:
 
 @pytest.fixture
 def server(ollama_server: OllamaTestServer) -> Iterator[OllamaTestServer]:
-    """The session's test server, reset before each test."""
-    state = ollama_server.state
-    with state.lock:
-        state.scripts.clear()
-        state.standing.clear()
-        state.requests.clear()
-    state.delay_s = 0.0
-    state.reasoning_style = "reasoning"
+    """The session's test server, reset before each test (scripts, records and settings)."""
+    ollama_server.reset()
     yield ollama_server
 
 

@@ -70,6 +70,7 @@ async def test_a_turn_produces_the_contract_json_with_one_record_per_call(
         "dropped_tool_call",
         "empty_answer",
         "malformed",
+        "truncated",
     )  # the contract's list
     stored = engine.db.calls_of(result.turn_id)
     assert [c["caller"] for c in stored] == [c["caller"] for c in out["calls"]]

@@ -13,6 +13,8 @@ message says what happened and what to do about it::
     │   ├── ModelNotFound            the model is not installed (lists the installed ones)
     │   ├── CapabilityError          think/tools asked of a model that lacks them
     │   ├── StreamCut                the stream ended or broke before its done chunk
+    │   ├── FormatRefused            the server refused the request's structured-output shape
+    │   ├── ContextOverflow          the prompt did not fit the model's context window
     │   └── NoBackendAvailable       every backend of the chain failed or is cooling down
     ├── ModelOutputError             the model answered, but nothing usable (e.g. empty every time)
     ├── GraphError                   a turn graph was built or run wrongly
@@ -85,6 +87,35 @@ class CapabilityError(BackendError):
 
 class StreamCut(BackendError):
     retryable = True
+
+
+class FormatRefused(BackendError):
+    """The server refused the request's structured-output shape (``response_format``).
+
+    Sending the same request again cannot succeed, so it is not retryable as is. ``refused``
+    names the refused JSON mode; ``stepped_down`` says the backend has learned a simpler mode
+    for this server and model, so that a request in the new shape may succeed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        refused: str,
+        stepped_down: bool,
+        backend: str = "",
+        model: str = "",
+    ) -> None:
+        super().__init__(message, backend=backend, model=model)
+        self.refused = refused
+        self.stepped_down = stepped_down
+
+
+class ContextOverflow(BackendError):
+    """The prompt (with the room asked for the answer) exceeded the model's context window.
+
+    Never retried unchanged: the same prompt overflows again.
+    """
 
 
 class NoBackendAvailable(BackendError):

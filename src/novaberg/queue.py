@@ -5,6 +5,10 @@ Each backend serves at most ``limit`` jobs at once; waiting jobs are served by p
 in arrival order. For each job the queue walks the backend chain, retries retryable failures
 with exponential backoff (never after a content token was passed on), and writes one
 :class:`~novaberg.telemetry.CallRecord` per request sent, with queue wait and run time.
+
+A refusal that will not change is never retried as it was: a context overflow is not retried
+at all, and a refused structured-output shape only in the simpler shape the backend has learned
+(:class:`~novaberg.errors.FormatRefused`), at once and without using up a retry.
 """
 
 from __future__ import annotations
@@ -15,18 +19,21 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import cast
 
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback, emit
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.guards import classify
 from novaberg.config import Retries
-from novaberg.errors import BackendError, NoBackendAvailable
-from novaberg.telemetry import CallRecord, Trace
+from novaberg.errors import BackendError, ContextOverflow, FormatRefused, NoBackendAvailable
+from novaberg.telemetry import CallRecord, JsonMode, Trace
 
 log = logging.getLogger("novaberg")
 
 FOREGROUND = 0
 BACKGROUND = 10
+MAX_FORMAT_STEPS = 2
+"""json_schema → json_object → prompt: at most two step-downs for one call."""
 
 
 class PrioritySlots:
@@ -172,7 +179,8 @@ class ModelQueue:
                 result = await self._on_backend(backend, request, trace, priority, streamed)
             except BackendError as exc:
                 causes.append(exc)
-                self.chain.failed(backend)
+                if not isinstance(exc, ContextOverflow | FormatRefused):
+                    self.chain.failed(backend)  # the request's fault is not the backend's
                 log.warning("%s failed for %s: %s", backend.name, request.caller, exc)
                 if streamed.passed_on:
                     raise  # the user saw part of this answer: no silent second answer
@@ -193,8 +201,11 @@ class ModelQueue:
         streamed: _StreamWatch,
     ) -> LLMResult:
         slots = self._slots[backend.name]
-        attempts = self.retries.attempts
-        for attempt in range(1, attempts + 1):
+        attempt = 0  # requests sent for this call on this backend
+        failures = 0  # retryable failures among them (bounded by retries.attempts)
+        steps = 0  # structured-output step-downs (bounded by MAX_FORMAT_STEPS)
+        while True:
+            attempt += 1
             queued = time.perf_counter()
             await slots.acquire(priority)
             started = time.perf_counter()
@@ -206,15 +217,26 @@ class ModelQueue:
                 queue_wait_ms=(started - queued) * 1000,
                 attempt=attempt,
                 started=started,
+                json_mode=_json_mode(backend, request),
             )
             try:
                 response = await backend.chat(request, streamed.callback)
+            except FormatRefused as exc:
+                _fill_failure(record, exc, started)
+                record.json_mode = cast(JsonMode, exc.refused)  # what this request asked for
+                trace.add_call(record)
+                steps += 1
+                if not exc.stepped_down or steps > MAX_FORMAT_STEPS or streamed.passed_on:
+                    raise
+                log.info("%s: %s", request.caller, exc)
+                continue
             except BackendError as exc:
                 _fill_failure(record, exc, started)
                 trace.add_call(record)
-                if not exc.retryable or attempt == attempts or streamed.passed_on:
+                failures += 1
+                if not exc.retryable or failures >= self.retries.attempts or streamed.passed_on:
                     raise
-                delay = self.retries.backoff_s * (2 ** (attempt - 1))
+                delay = self.retries.backoff_s * (2 ** (failures - 1))
                 log.info("retrying %s on %s in %.2fs: %s", request.caller, backend.name, delay, exc)
                 await asyncio.sleep(delay)
                 continue
@@ -229,6 +251,7 @@ class ModelQueue:
             record.ms = (time.perf_counter() - started) * 1000
             record.model = response.model or backend.model
             record.think = _sent_think(backend, request)
+            record.json_mode = response.json_mode or record.json_mode
             record.content_len = len(response.content)
             record.thinking_len = len(response.thinking)
             record.eval_count = response.eval_count
@@ -237,8 +260,31 @@ class ModelQueue:
             record.tool_calls = len(response.tool_calls)
             record.outcome = classify(request, response)
             trace.add_call(record)
+            if response.prompt_cut:
+                log.warning(
+                    "%s: %s read %d prompt tokens of about %d sent: the prompt was cut to the "
+                    "server's context window (outcome truncated)",
+                    request.caller,
+                    backend.name,
+                    response.prompt_eval_count,
+                    response.prompt_estimate,
+                )
+            elif record.outcome == "truncated":
+                log.info(
+                    "%s: the answer stopped at its output limit (%d tokens)",
+                    request.caller,
+                    response.eval_count,
+                )
             return LLMResult(response, record)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _json_mode(backend: Backend, request: ChatRequest) -> JsonMode:
+    """How the backend will ask for JSON (a backend without ``json_mode`` sends the schema)."""
+    mode = getattr(backend, "json_mode", None)
+    if callable(mode):
+        chosen: JsonMode = mode(request)
+        return chosen
+    return "json_schema" if request.json_schema is not None else ""
 
 
 def _sent_think(backend: Backend, request: ChatRequest) -> bool:

@@ -20,9 +20,16 @@ Outcome = Literal[
     "dropped_tool_call",
     "empty_answer",
     "malformed",
+    "truncated",
 ]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 """Every outcome a call record may carry (the interface contract's list)."""
+
+JsonMode = Literal["", "json_schema", "json_object", "prompt"]
+"""How a structured request asked for JSON: ``json_schema`` (a schema the server enforces:
+OpenAI ``response_format`` json_schema, Ollama ``format``), ``json_object`` (JSON mode with the
+schema attached, as llama-cpp-python's server takes it), ``prompt`` (asked for in the prompt
+only); ``""`` for a request that asked for no JSON."""
 
 
 @dataclass
@@ -47,6 +54,8 @@ class CallRecord:
     error: str = ""
     normalizer: str = ""
     """The thinking normaliser that read this call's answer (thinker calls only)."""
+    json_mode: JsonMode = ""
+    """How this request asked for JSON (see :data:`JsonMode`); ``""`` when it asked for none."""
     started: float = field(default=0.0, compare=False)
     """``time.perf_counter()`` when the request was sent (for ordering; not exported)."""
 

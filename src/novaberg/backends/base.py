@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from novaberg.telemetry import JsonMode
+
 T = TypeVar("T")
 
 TokenCallback = Callable[[str], Awaitable[None] | None]
@@ -86,6 +88,12 @@ class ChatResponse:
     done_reason: str = ""
     backend: str = ""
     model: str = ""
+    json_mode: JsonMode = ""
+    """How the request asked for JSON (``json_schema``, ``json_object``, ``prompt``), if it did."""
+    prompt_estimate: int = 0
+    """The backend's estimate of the prompt tokens it sent (0 when it made none)."""
+    prompt_cut: bool = False
+    """The server read far fewer prompt tokens than were sent: it cut the prompt silently."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ Quirks handled here, once (see ../shared/OLLAMA.md):
 * Errors after the first byte arrive as an ``{"error"}`` line with status 200 (the client raises
   ``ResponseError`` with status -1); a stream may end without its done chunk; a truncated last
   line surfaces as ``JSONDecodeError``. All are translated in :meth:`OllamaBackend._translate`.
+* A prompt longer than the runtime context is cut from the head silently and answered anyway.
+  ``num_ctx`` goes out on every chat (``limits.context_tokens``), and a ``prompt_eval_count``
+  far below the estimate of what was sent marks the response as cut (outcome ``truncated``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from novaberg.backends.base import (
     emit,
     first_within,
 )
+from novaberg.backends.guards import estimate_prompt_tokens, prompt_was_cut, says_context_exceeded
 from novaberg.config import Timeouts
 from novaberg.errors import (
     BackendError,
@@ -41,9 +45,11 @@ from novaberg.errors import (
     BackendTimeout,
     BackendUnreachable,
     CapabilityError,
+    ContextOverflow,
     ModelNotFound,
     StreamCut,
 )
+from novaberg.telemetry import JsonMode
 
 
 async def _stamp_caller(request: httpx.Request) -> None:
@@ -53,11 +59,16 @@ async def _stamp_caller(request: httpx.Request) -> None:
 class OllamaBackend:
     """Chat calls to one model on one Ollama server."""
 
-    def __init__(self, host: str, model: str, timeouts: Timeouts) -> None:
+    def __init__(
+        self, host: str, model: str, timeouts: Timeouts, num_ctx: int | None = None
+    ) -> None:
         self.name = "ollama"
         self.model = model
         self.host = host
         self.timeouts = timeouts
+        self.num_ctx = num_ctx
+        """The runtime context asked for on every chat (``options.num_ctx``); ``None``: the
+        server's default (4096 or 2048 tokens, whatever the model could do)."""
         self._capabilities: dict[str, tuple[str, ...]] = {}
         self._client: ollama.AsyncClient | None = None
 
@@ -100,6 +111,14 @@ class OllamaBackend:
             )
         if isinstance(exc, ollama.ResponseError):
             status = exc.status_code
+            if says_context_exceeded(exc.error):
+                return ContextOverflow(
+                    f"The prompt exceeded the model's context window on {where} (the server "
+                    f"said: {exc.error[:300]}). Raise limits.context_tokens (sent as num_ctx) "
+                    "if the model can take more, or start a new conversation; the same request "
+                    "is not sent again.",
+                    **kw,
+                )
             if status == -1:
                 return BackendHTTPError(
                     f"{where} reported an error mid-stream: {exc.error}", status=-1, **kw
@@ -149,12 +168,6 @@ class OllamaBackend:
             self._capabilities[self.model] = tuple(shown.capabilities or ())
         return self._capabilities[self.model]
 
-    async def _version_request(self) -> Any:
-        """``GET /api/version``: the client has no public method for it, so its request
-        function is used (it translates errors like every other call)."""
-        client = self._get_client()
-        return await client._request_raw("GET", "/api/version")  # type: ignore[no-untyped-call]
-
     # -- the contract ------------------------------------------------------------------
     async def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         caps = await self.capabilities()
@@ -180,6 +193,8 @@ class OllamaBackend:
             options["num_predict"] = request.max_tokens
         if request.seed is not None:
             options["seed"] = request.seed
+        if self.num_ctx is not None:
+            options["num_ctx"] = self.num_ctx
         if options:
             kwargs["options"] = options
         return kwargs
@@ -197,7 +212,7 @@ class OllamaBackend:
             async with asyncio.timeout(self.timeouts.total_s):
                 kwargs = await self._request_kwargs(request)
                 stream = await self._get_client().chat(stream=True, **kwargs)
-                return await self._collect(stream, on_token)
+                response = await self._collect(stream, on_token)
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
                 raise await self._model_missing() from None
@@ -208,6 +223,16 @@ class OllamaBackend:
             raise self._translate(exc) from None
         finally:
             current_caller.reset(token)
+        response.prompt_estimate = estimate_prompt_tokens(request.messages, request.tools)
+        response.prompt_cut = prompt_was_cut(
+            response.prompt_estimate, response.prompt_eval_count, self.num_ctx
+        )
+        response.json_mode = self.json_mode(request)
+        return response
+
+    def json_mode(self, request: ChatRequest) -> JsonMode:
+        """Structured requests go out with the schema as ``format`` (enforced by the server)."""
+        return "json_schema" if request.json_schema is not None else ""
 
     async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
         """``/api/embed`` for ``texts`` with ``model`` (an embedding model on this server)."""
@@ -272,16 +297,24 @@ class OllamaBackend:
             model=self.model,
         )
 
+    async def _loaded(self) -> Any:
+        """``GET /api/ps`` (the models loaded now, with their runtime context), through the
+        client's public API; its errors are the caller's to classify."""
+        return await self._get_client().ps()
+
     async def status(self) -> BackendStatus:
         token = current_caller.set("doctor")
         try:
-            version = await self._version_request()
-            server_version = version.json().get("version", "?")
+            loaded = await self._loaded()
         except Exception as exc:
             err = self._translate(exc)
             return BackendStatus(self.name, self.model, False, str(err), fix=_fix_for(err))
         finally:
             current_caller.reset(token)
+        detail = f"Ollama at {self.host}"
+        running = [m for m in loaded.models if m.model == self.model and m.context_length]
+        if running:
+            detail += f"; {self.model} is loaded with a {running[0].context_length}-token context"
         installed = tuple(await self._installed())
         try:
             caps = await self.capabilities()
@@ -290,28 +323,41 @@ class OllamaBackend:
                 self.name,
                 self.model,
                 True,
-                f"Ollama {server_version} at {self.host}; {exc}",
+                f"{detail}; {exc}",
                 installed_models=installed,
                 fix=_fix_for(exc),
             )
         return BackendStatus(
-            self.name,
-            self.model,
-            True,
-            f"Ollama {server_version} at {self.host}",
-            capabilities=caps,
-            installed_models=installed,
+            self.name, self.model, True, detail, capabilities=caps, installed_models=installed
         )
 
     async def reachable(self, timeout_s: float = 1.0) -> bool:
-        """A quick ``GET /api/version`` probe for ``auto`` mode."""
+        """Whether an Ollama server answers at ``host`` (``auto`` mode), by ``GET /api/ps``.
+
+        Only a failed connection or a timeout means "not reachable". Something that answers, but
+        not as Ollama does, raises a :class:`BackendError` that says so; any other error is a
+        bug and surfaces as it is, never silently turned into "use the embedded model".
+        """
         token = current_caller.set("probe")
         try:
             async with asyncio.timeout(timeout_s):
-                await self._version_request()
+                await self._loaded()
             return True
-        except Exception:
+        except (ConnectionError, httpx.ConnectError, httpx.TimeoutException, TimeoutError):
             return False
+        except (ollama.ResponseError, httpx.HTTPError, ValueError) as exc:
+            detail = (
+                f"HTTP {exc.status_code}"
+                if isinstance(exc, ollama.ResponseError)
+                else type(exc).__name__
+            )
+            raise BackendError(
+                f"Something answers at {self.host} (OLLAMA_HOST), but not as Ollama does "
+                f"({detail}). Point OLLAMA_HOST at an Ollama server, or set NOVABERG_BACKEND "
+                "to the backend you want.",
+                backend=self.name,
+                model=self.model,
+            ) from None
         finally:
             current_caller.reset(token)
 

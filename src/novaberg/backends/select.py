@@ -17,7 +17,12 @@ log = logging.getLogger("novaberg")
 
 def make_backend(name: BackendName, settings: Settings) -> Backend:
     if name == "ollama":
-        return OllamaBackend(settings.ollama_host, settings.model, settings.timeouts)
+        return OllamaBackend(
+            settings.ollama_host,
+            settings.model,
+            settings.timeouts,
+            num_ctx=settings.limits.context_tokens,
+        )
     if name == "openai":
         if not settings.openai_url or not settings.openai_model:
             raise ConfigError(
@@ -38,12 +43,21 @@ def make_backend(name: BackendName, settings: Settings) -> Backend:
 
 
 async def choose_primary(settings: Settings, notices: list[str]) -> Backend:
-    """The configured primary; in ``auto`` mode Ollama if it answers, else the embedded model."""
+    """The configured primary; in ``auto`` mode Ollama if it answers, else the embedded model.
+
+    Only a refused connection or a timeout counts as "Ollama is not there"; a server that
+    answers oddly raises (:meth:`OllamaBackend.reachable`), so that nobody is moved to the
+    embedded model silently."""
     if settings.backend != "auto":
         return make_backend(settings.backend, settings)
     ollama = make_backend("ollama", settings)
     assert isinstance(ollama, OllamaBackend)
-    if await ollama.reachable(timeout_s=min(1.0, settings.timeouts.connect_s)):
+    try:
+        found = await ollama.reachable(timeout_s=min(1.0, settings.timeouts.connect_s))
+    except BaseException:
+        await ollama.aclose()
+        raise
+    if found:
         return ollama
     await ollama.aclose()
     notices.append(

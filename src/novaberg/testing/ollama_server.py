@@ -6,7 +6,14 @@ satisfies the request's ``format`` schema). Every request is recorded with its h
 body. It reproduces the behaviour in ../shared/OLLAMA.md: thinking when ``think`` is omitted
 for a thinking model, 400 for ``think``/``tools`` a model lacks, 404 for an unknown model,
 calls to tool names missing from ``tools`` swallowed into an empty answer, ``{"error"}``
-lines mid-stream, streams cut before their done chunk.
+lines mid-stream, streams cut before their done chunk, and a prompt longer than the runtime
+context (``options.num_ctx``, else :attr:`ServerState.context_length`) cut from the head
+silently, with ``prompt_eval_count`` saying how much was read.
+
+Its ``/v1`` side can behave like llama-cpp-python's server instead: refuse ``response_format``
+types it does not know with HTTP 500 (:attr:`ServerState.v1_json_modes`), and refuse a prompt
+longer than its context (:attr:`ServerState.v1_overflow`): HTTP 400 when not streaming, an empty
+200 stream when streaming.
 
 Run it for your own tests: ``novaberg test-server --port 11435`` and script it over HTTP
 (``POST /_novaberg/script``), or in Python with :class:`OllamaTestServer`.
@@ -17,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -31,10 +39,27 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from novaberg.testing.replies import ReasoningStyle, Reply, sample_for_schema
 from novaberg.testing.serve import ThreadedServer
 
-__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "create_app"]
+__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "Truncation", "create_app"]
 
 CALLER_HEADER = "x-novaberg-caller"
 SERVER_VERSION = "0.13.0"
+DEFAULT_CONTEXT = 4096
+"""Ollama's default runtime context on machines with under 24 GiB of VRAM."""
+V1_JSON_MODES = ("text", "json_object", "json_schema")
+_TOKEN = re.compile(r"\w{1,6}|[^\w\s]")
+
+log = logging.getLogger("novaberg.testing")
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The test server's own token count of a chat request's prompt: word pieces of up to six
+    characters and punctuation marks, plus four tokens of template per message (a tokenizer
+    that is not the client's, as with a real server)."""
+    messages = body.get("messages") or []
+    text = " ".join(f"{m.get('content') or ''} {m.get('thinking') or ''}" for m in messages)
+    if body.get("tools"):
+        text += json.dumps(body["tools"])
+    return len(_TOKEN.findall(text)) + 4 * len(messages)
 
 
 @dataclass(frozen=True)
@@ -62,6 +87,17 @@ class RecordedRequest:
     at: float
 
 
+@dataclass(frozen=True)
+class Truncation:
+    """A prompt the server cut to its runtime context (Ollama logs "truncating input prompt")."""
+
+    path: str
+    caller: str
+    limit: int
+    prompt: int
+    kept: int
+
+
 @dataclass
 class _Rendered:
     """A reply as it will go out for one request."""
@@ -70,6 +106,7 @@ class _Rendered:
     thinking: str
     tool_calls: list[dict[str, Any]]
     eval_count: int
+    prompt_eval_count: int
 
 
 @dataclass
@@ -78,10 +115,51 @@ class ServerState:
     delay_s: float = 0.0
     reasoning_style: ReasoningStyle = "reasoning"
     default_thinking: str = "The user wrote something; let me think about a good answer."
+    context_length: int = DEFAULT_CONTEXT
+    """The runtime context when a request names none (Ollama: ``OLLAMA_CONTEXT_LENGTH``)."""
+    v1_json_modes: tuple[str, ...] = V1_JSON_MODES
+    """``response_format`` types ``/v1`` takes; others get llama-cpp-python's HTTP 500."""
+    v1_overflow: Literal["truncate", "refuse"] = "truncate"
+    """``/v1`` with a prompt longer than ``context_length``: cut it silently (Ollama's /v1) or
+    refuse it (llama-cpp-python: 400 ``context_length_exceeded``, or an empty 200 stream)."""
     scripts: dict[str, deque[Reply]] = field(default_factory=lambda: defaultdict(deque))
     standing: dict[str, Reply] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
+    truncations: list[Truncation] = field(default_factory=list)
+    loaded: dict[str, int] = field(default_factory=dict)
+    """Models that answered a chat, with the runtime context they last ran with (``/api/ps``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        """Forget scripts, recorded requests and loaded models; undo every setting."""
+        with self.lock:
+            self.scripts.clear()
+            self.standing.clear()
+            self.requests.clear()
+            self.truncations.clear()
+            self.loaded.clear()
+        self.delay_s = 0.0
+        self.reasoning_style = "reasoning"
+        self.context_length = DEFAULT_CONTEXT
+        self.v1_json_modes = V1_JSON_MODES
+        self.v1_overflow = "truncate"
+
+    def read_prompt(
+        self, path: str, caller: str, model: str, body: dict[str, Any], window: int
+    ) -> int:
+        """How many prompt tokens a runner with a ``window``-token context reads of ``body``:
+        a longer prompt keeps its first 4 tokens and its end (the cut is recorded)."""
+        prompt = prompt_tokens(body)
+        kept = prompt if prompt <= window else window
+        with self.lock:
+            self.loaded[model] = window
+            if kept < prompt:
+                self.truncations.append(Truncation(path, caller, window, prompt, kept))
+        if kept < prompt:
+            log.info(
+                "truncating input prompt limit=%d prompt=%d keep=4 new=%d", window, prompt, kept
+            )
+        return kept
 
     def next_reply(self, caller: str) -> Reply | None:
         with self.lock:
@@ -119,6 +197,18 @@ def create_app(state: ServerState) -> FastAPI:
     @app.get("/api/tags")
     async def tags() -> dict[str, Any]:
         return {"models": [_tag(spec) for spec in state.models.values()]}
+
+    @app.get("/api/ps")
+    async def ps() -> dict[str, Any]:
+        with state.lock:
+            loaded = dict(state.loaded)
+        return {
+            "models": [
+                {**_tag(state.models[name]), "size_vram": 0, "context_length": ctx}
+                for name, ctx in loaded.items()
+                if name in state.models
+            ]
+        }
 
     @app.post("/api/show")
     async def show(request: Request) -> Response:
@@ -171,8 +261,12 @@ def create_app(state: ServerState) -> FastAPI:
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
             return _error(reply.status, reply.error)
+        options = body.get("options") or {}
+        window = min(reply.context_limit or 1 << 30, options.get("num_ctx") or state.context_length)
+        read = state.read_prompt(request.url.path, caller, spec.name, body, window)
         thinks = think not in (None, False) or (think is None and "thinking" in spec.capabilities)
-        rendered = _render(reply, tools, thinks, state.default_thinking if think is None else "")
+        default_thinking = state.default_thinking if think is None else ""
+        rendered = _render(reply, tools, thinks, default_thinking, read)
         if body.get("stream", True) is False:
             return JSONResponse(_ollama_final(spec.name, reply, rendered, received, whole=True))
         return StreamingResponse(
@@ -224,13 +318,28 @@ def create_app(state: ServerState) -> FastAPI:
                 },
                 status_code=404,
             )
+        kind = (body.get("response_format") or {}).get("type")
+        if kind is not None and kind not in state.v1_json_modes:
+            return _v1_error(
+                500, _literal_error(kind, state.v1_json_modes), "internal_server_error"
+            )
+        prompt = prompt_tokens(body)
+        if state.v1_overflow == "refuse" and prompt >= state.context_length:
+            if body.get("stream"):  # the error happens after the 200: nothing is sent
+                return StreamingResponse(_nothing(), media_type="text/event-stream")
+            return _v1_error(
+                400,
+                _context_exceeded(state.context_length, prompt, body.get("max_tokens")),
+                "invalid_request_error",
+                code="context_length_exceeded",
+            )
         reply = state.next_reply(caller) or _default_reply(body)
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
-            return JSONResponse(
-                {"error": {"message": reply.error, "type": "api_error"}}, status_code=reply.status
-            )
-        rendered = _render(reply, body.get("tools") or [], True, "")
+            return _v1_error(reply.status, reply.error, "api_error")
+        window = min(reply.context_limit or 1 << 30, state.context_length)
+        read = state.read_prompt(request.url.path, caller, spec.name, body, window)
+        rendered = _render(reply, body.get("tools") or [], True, "", read)
         style = reply.reasoning_style or state.reasoning_style
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -238,7 +347,12 @@ def create_app(state: ServerState) -> FastAPI:
                 _openai_stream(spec.name, reply, rendered, style, usage),
                 media_type="text/event-stream",
             )
-        return JSONResponse(_openai_whole(spec.name, reply, rendered, style))
+        if reply.error_after_chunks is not None:
+            return _v1_error(500, reply.error, "api_error")
+        whole = json.dumps(_openai_whole(spec.name, reply, rendered, style))
+        if reply.cut_after_chunks is not None:  # the connection ends inside the body
+            return Response(whole[: len(whole) // 2], media_type="application/json")
+        return Response(whole, media_type="application/json")
 
     # -- control endpoints, for scripting a server running in another process -----------
     @app.post("/_novaberg/script")
@@ -253,10 +367,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/_novaberg/reset")
     async def reset() -> dict[str, bool]:
-        with state.lock:
-            state.scripts.clear()
-            state.standing.clear()
-            state.requests.clear()
+        state.reset()
         return {"reset": True}
 
     @app.get("/_novaberg/requests")
@@ -270,6 +381,34 @@ def create_app(state: ServerState) -> FastAPI:
 # -- rendering --------------------------------------------------------------------------
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def _v1_error(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def _literal_error(kind: str, accepted: tuple[str, ...]) -> str:
+    """llama-cpp-python's server's answer to a ``response_format`` type it does not know."""
+    expected = " or ".join(f"'{a}'" for a in accepted if a != "json_schema")
+    return (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        f"'type'), 'msg': \"Input should be {expected}\", 'input': '{kind}'}}"
+    )
+
+
+def _context_exceeded(window: int, prompt: int, max_tokens: int | None) -> str:
+    """llama-cpp-python's server's answer to a prompt longer than its context."""
+    return (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt + (max_tokens or 0)} tokens ({prompt} in the messages, {max_tokens} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""  # an async generator that ends at once
 
 
 def _details(spec: ModelSpec) -> dict[str, Any]:
@@ -323,18 +462,19 @@ def _default_reply(body: dict[str, Any]) -> Reply:
 
 def _openai_schema(body: dict[str, Any]) -> Any:
     fmt = body.get("response_format") or {}
-    return (fmt.get("json_schema") or {}).get("schema")
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
 
 
 def _render(
-    reply: Reply, tools: list[dict[str, Any]], thinks: bool, default_thinking: str
+    reply: Reply, tools: list[dict[str, Any]], thinks: bool, default_thinking: str, read: int
 ) -> _Rendered:
     declared = {(t.get("function") or {}).get("name") for t in tools}
     calls = [c for c in reply.tool_calls if c.get("name") in declared]
     thinking = (reply.thinking or default_thinking) if thinks else ""
     words = len(reply.content.split()) + len(reply.thinking.split()) + 5 * len(reply.tool_calls)
     eval_count = reply.eval_count if reply.eval_count is not None else max(1, words)
-    return _Rendered(reply.content, thinking, calls, eval_count)
+    prompt_eval_count = reply.prompt_eval_count if reply.prompt_eval_count is not None else read
+    return _Rendered(reply.content, thinking, calls, eval_count, prompt_eval_count)
 
 
 def _pieces(text: str, size: int = 12) -> list[str]:
@@ -359,7 +499,7 @@ def _ollama_final(
         "done_reason": reply.done_reason,
         "total_duration": total,
         "load_duration": 0,
-        "prompt_eval_count": reply.prompt_eval_count,
+        "prompt_eval_count": r.prompt_eval_count,
         "prompt_eval_duration": total // 10,
         "eval_count": r.eval_count,
         "eval_duration": total - total // 10,
@@ -407,9 +547,8 @@ def _openai_message(r: _Rendered, style: ReasoningStyle) -> dict[str, Any]:
         else:
             message[style] = r.thinking
     if r.tool_calls:
-        message["tool_calls"] = [
+        message["tool_calls"] = [  # a whole message lists calls without an index
             {
-                "index": i,
                 "id": f"call_{i}",
                 "type": "function",
                 "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
@@ -433,9 +572,9 @@ def _openai_whole(model: str, reply: Reply, r: _Rendered, style: ReasoningStyle)
             }
         ],
         "usage": {
-            "prompt_tokens": reply.prompt_eval_count,
+            "prompt_tokens": r.prompt_eval_count,
             "completion_tokens": r.eval_count,
-            "total_tokens": reply.prompt_eval_count + r.eval_count,
+            "total_tokens": r.prompt_eval_count + r.eval_count,
         },
     }
 
@@ -448,8 +587,8 @@ async def _openai_stream(
     if style != "think_tags" and r.thinking:
         deltas += [{style: p} for p in _pieces(r.thinking)]
     deltas += [{"content": p} for p in _pieces(message["content"])]
-    for call in message.get("tool_calls", []):
-        deltas.append({"tool_calls": [call]})
+    for i, call in enumerate(message.get("tool_calls", [])):
+        deltas.append({"tool_calls": [{"index": i, **call}]})
 
     def event(payload: dict[str, Any]) -> bytes:
         return f"data: {json.dumps(payload)}\n\n".encode()
@@ -479,9 +618,9 @@ async def _openai_stream(
                 **base,
                 "choices": [],
                 "usage": {
-                    "prompt_tokens": reply.prompt_eval_count,
+                    "prompt_tokens": r.prompt_eval_count,
                     "completion_tokens": r.eval_count,
-                    "total_tokens": reply.prompt_eval_count + r.eval_count,
+                    "total_tokens": r.prompt_eval_count + r.eval_count,
                 },
             }
         )
@@ -540,6 +679,15 @@ class OllamaTestServer:
                 for r in self.state.requests
                 if (path is None or r.path == path) and (caller is None or r.caller == caller)
             ]
+
+    def truncations(self) -> list[Truncation]:
+        """The prompts this server cut to its runtime context, in order."""
+        with self.state.lock:
+            return list(self.state.truncations)
+
+    def reset(self) -> None:
+        """Back to a fresh server: no scripts, no recorded requests, default settings."""
+        self.state.reset()
 
     def pending(self) -> dict[str, int]:
         """Scripted replies not consumed yet, per caller (a test should end with none)."""

@@ -26,7 +26,15 @@ class Reply(BaseModel):
         "tools is swallowed as Ollama does (empty answer, eval_count > 0)",
     )
     eval_count: int | None = Field(None, description="default: a count of the generated words")
-    prompt_eval_count: int = 12
+    prompt_eval_count: int | None = Field(
+        None, description="default: the server's count of the prompt tokens it read (after a cut)"
+    )
+    context_limit: int | None = Field(
+        None,
+        ge=8,
+        description="the runtime context for this request, whatever num_ctx says (a server that "
+        "caps it): a longer prompt is cut from the head silently, as Ollama does",
+    )
     done_reason: str = "stop"
     delay_s: float = Field(0.0, ge=0, description="before the first byte")
     chunk_delay_s: float = Field(0.0, ge=0, description="between streamed chunks")
@@ -69,6 +77,12 @@ class Reply(BaseModel):
     @classmethod
     def cut_stream(cls, content: str, after_chunks: int = 1) -> Reply:
         return cls(content=content, cut_after_chunks=after_chunks)
+
+    @classmethod
+    def context_cut(cls, content: str, context: int) -> Reply:
+        """Answer as Ollama does when the prompt is longer than a runtime context of
+        ``context`` tokens: keep its first 4 tokens and its end, drop the rest, say nothing."""
+        return cls(content=content, context_limit=context)
 
 
 _DEFAULT_ERRORS = {
