@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from novaberg.backends.base import ChatRequest, TokenCallback
 from novaberg.config import Settings
 from novaberg.events import EventQueue
+from novaberg.prompts.budget import fit_request, window_of
 from novaberg.prompts.templates import Prompts
 from novaberg.queue import FOREGROUND, LLMResult, ModelQueue
 from novaberg.storage.db import Database
@@ -42,6 +43,8 @@ class TurnContext:
         priority: int = FOREGROUND,
         on_token: TokenCallback | None = None,
     ) -> LLMResult:
+        # Every request carries its output limit and fits the window (prompts/budget.py).
+        request = fit_request(request, window_of(self), self.trace)
         return await self.queue.submit(
             request, trace=self.trace, priority=priority, on_token=on_token
         )

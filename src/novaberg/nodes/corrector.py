@@ -13,7 +13,8 @@ from typing import Any
 from novaberg.backends.base import ChatRequest
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
+from novaberg.prompts.budget import bounded_reply, judging_prompt
+from novaberg.prompts.evaluation import Instruction, Situation, Subject
 
 ROLE = {
     "en": "You are Nova's corrector. Rewrite the answer in the subject so that it fixes what "
@@ -40,14 +41,18 @@ def corrector_messages(
     )
     situation = Situation.from_state(state)
     subject = Subject(state["user_text"], state["reply"])
-    return judging_messages(language, instruction, situation, subject, review=reasons, doubt=False)
+    return judging_prompt(
+        ctx, "corrector", instruction, situation, subject, review=reasons, doubt=False
+    )
 
 
 async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     votes = (state.get("tribunal") or {}).get("votes", [])
     reasons = [f"{v['judge']}: {v['reason'] or 'revise'}" for v in votes if v["vote"] == "revise"]
     request = ChatRequest(
-        caller="corrector", messages=corrector_messages(state, ctx, reasons), think=False
+        caller="corrector",
+        messages=corrector_messages(state, ctx, reasons),
+        think=False,
     )
     result = await ctx.llm(request)
     previous = state.get("corrector") or {}
@@ -56,4 +61,8 @@ async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     if not text:
         # Nothing usable: the answer stays as it was, and the trace says the round failed.
         return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False}}
-    return {"reply": text, "corrector": {"rounds": rounds, "reasons": reasons, "applied": True}}
+    text = bounded_reply(ctx, "corrector", text)
+    return {
+        "reply": text,
+        "corrector": {"rounds": rounds, "reasons": reasons, "applied": True},
+    }

@@ -9,45 +9,99 @@ from novaberg.backends.base import ChatRequest
 from novaberg.errors import ModelOutputError
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
+from novaberg.prompts.budget import (
+    Budget,
+    bounded_reply,
+    capped_stream,
+    cut_middle,
+    estimate_tokens,
+    fit_background,
+    fit_history,
+    fit_situation,
+    messages_tokens,
+    note,
+)
+from novaberg.prompts.evaluation import Situation
 from novaberg.prompts.neutral import as_item, as_line, neutralise
+from novaberg.prompts.templates import Prompts
 from novaberg.prompts.thinker import SECOND_PASS
 
 
+def _background(p: Prompts, situation: Situation) -> list[str]:
+    """Memory, profile and timeline as parts of the system prompt (the user's words, so
+    neutralised: they cannot forge a header or a control line)."""
+    parts = []
+    if situation.memories:
+        parts.append(p.memory_intro + "\n" + "\n".join(as_item(m) for m in situation.memories))
+    lines = [neutralise(text) for text in (situation.profile_core, situation.profile_adaptive)]
+    if any(lines):
+        parts.append(p.profile_intro + "\n" + "\n".join(line for line in lines if line))
+    if situation.timeline:
+        intro = p.timeline_intro.format(today=date.today().isoformat())
+        items = [as_item(text, f"- {as_line(day)}: ") for day, text in situation.timeline]
+        parts.append(intro + "\n" + "\n".join(items))
+    return parts
+
+
 def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
+    """Persona, background, tone and the user's message, within the responder's budget
+    (prompts/budget.py): the message whole, the background within limits.situation_tokens,
+    the newest history within limits.history_tokens and what the window leaves."""
     p = ctx.prompts
     context = state.get("context") or {}
     route = state.get("router") or {}
-    memories = context.get("memories") or []
-    parts = [p.persona]
-    if memories:
-        parts.append(p.memory_intro + "\n" + "\n".join(as_item(m["text"]) for m in memories))
-    profile = context.get("profile") or {}
-    lines = [neutralise(profile[part]) for part in ("core", "adaptive") if profile.get(part)]
-    if lines:
-        parts.append(p.profile_intro + "\n" + "\n".join(lines))
-    timeline = context.get("timeline") or []
-    if timeline:
-        intro = p.timeline_intro.format(today=date.today().isoformat())
-        items = [as_item(t["text"], f"- {as_line(t['date'])}: ") for t in timeline]
-        parts.append(intro + "\n" + "\n".join(items))
+    rules = []
     if route.get("tone"):
-        parts.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
+        rules.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
     if state.get("origin") == "self_trigger":
-        parts.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
-    system = "\n\n".join(parts)
-    return [
-        {"role": "system", "content": system},
-        *context.get("history", []),
-        {"role": "user", "content": state["user_text"]},
-    ]
+        rules.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
+    message = state["user_text"]
+
+    def assemble(
+        situation: Situation, history: list[dict[str, Any]], text: str
+    ) -> list[dict[str, Any]]:
+        system = "\n\n".join([p.persona, *_background(p, situation), *rules])
+        return [
+            {"role": "system", "content": system},
+            *history,
+            {"role": "user", "content": text},
+        ]
+
+    budget = Budget.of(ctx, "responder")
+    everything = Situation.from_state(state)
+    bare = fit_situation(everything, 0)[0]
+    fixed = messages_tokens(assemble(bare, [], message))
+    if fixed > budget.prompt:  # last resort: the message alone does not fit the window
+        message = cut_middle(message, estimate_tokens(message) - (fixed - budget.prompt) - 4)
+        note(
+            ctx.trace,
+            "responder",
+            "the user's message cut from the middle to fit the window",
+        )
+        fixed = messages_tokens(assemble(bare, [], message))
+    room = max(0, budget.prompt - fixed)
+    situation, cuts = fit_background(
+        everything,
+        min(budget.situation, room),
+        lambda s: messages_tokens(assemble(s, [], message)) - fixed,
+    )
+    spent = messages_tokens(assemble(situation, [], message)) - fixed
+    history, cut_history = fit_history(
+        context.get("history") or [], min(budget.history, room - spent)
+    )
+    for what in [*cuts, *([cut_history] if cut_history else [])]:
+        note(ctx.trace, "responder", what)
+    return assemble(situation, history, message)
 
 
 async def responder(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     request = ChatRequest(caller="responder", messages=build_messages(state, ctx), think=False)
+    on_token = capped_stream(ctx.on_token, ctx.settings.limits.reply_chars)
     for _ in range(2):
-        result = await ctx.llm(request, on_token=ctx.on_token)
+        result = await ctx.llm(request, on_token=on_token)
         text = result.response.content.strip()
         if text:
+            text = bounded_reply(ctx, "responder", text)
             return {"draft": text, "reply": text}
     raise ModelOutputError(
         f"{result.record.backend}/{result.record.model} returned an empty answer twice "

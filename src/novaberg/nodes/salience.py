@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured
-from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
+from novaberg.nodes.structured import ask_structured, schema_of
+from novaberg.prompts.budget import judging_prompt
+from novaberg.prompts.evaluation import Instruction, Situation, Subject
 
 ROLE = {
     "en": "You rate how much the USER's message matters for remembering them later: 0 = nothing "
@@ -46,7 +47,16 @@ def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]
     )
     situation = Situation.from_state(state, with_answer=True)
     subject = Subject(state["user_text"])
-    return judging_messages(language, instruction, situation, subject, doubt=False)
+    schema = schema_of(SalienceOutput)
+    return judging_prompt(
+        ctx,
+        "salience",
+        instruction,
+        situation,
+        subject,
+        doubt=False,
+        json_schema=schema,
+    )
 
 
 async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

@@ -49,10 +49,12 @@ async def ask_structured(
     model: type[T],
     *,
     attempts: int = 2,
-    max_tokens: int = 256,
+    max_tokens: int | None = None,
     priority: int = FOREGROUND,
 ) -> T | None:
-    """Ask for a JSON object matching ``model``; ``None`` when no attempt gave a valid one."""
+    """Ask for a JSON object matching ``model``; ``None`` when no attempt gave a valid one.
+
+    ``max_tokens``: ``None`` takes the caller's limit from ``prompts/budget.py``."""
     request = ChatRequest(
         caller=caller,
         messages=messages,

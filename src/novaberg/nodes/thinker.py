@@ -24,6 +24,7 @@ from novaberg.backends.base import ChatRequest
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.prompts import thinker as texts
+from novaberg.prompts.budget import bounded_reply
 from novaberg.prompts.neutral import neutralise
 from novaberg.thinking import Control, normalizer_for, parse_control
 from novaberg.tools.registry import ToolEnv
@@ -65,7 +66,10 @@ class _Loop:
         """One thinking call, read through the answering model's normaliser."""
         self.iterations += 1
         request = ChatRequest(
-            caller="thinker", messages=self.messages, think=True, tools=self.ctx.tools.specs()
+            caller="thinker",
+            messages=self.messages,
+            think=True,
+            tools=self.ctx.tools.specs(),
         )
         result = await self.ctx.llm(request)
         response = result.response
@@ -80,7 +84,10 @@ class _Loop:
                 raw=f"TOOL: {call.name}({json.dumps(call.arguments)})",
             )
         normalized = normalizer.normalize(response)
-        if normalized.outcome != "ok" and result.record.outcome in ("ok", "empty_answer"):
+        if normalized.outcome != "ok" and result.record.outcome in (
+            "ok",
+            "empty_answer",
+        ):
             result.record.outcome = normalized.outcome
         control = parse_control(normalized.content)
         if control is None and result.record.outcome == "ok":
@@ -141,7 +148,8 @@ async def thinker(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
             await loop.use_tool(control)
             continue
         if control.kind == "revised" and control.answer:
-            return {"reply": control.answer, "thinker": loop.summary("revised")}
+            revised = bounded_reply(ctx, "thinker", control.answer)
+            return {"reply": revised, "thinker": loop.summary("revised")}
         return {"thinker": loop.summary("ok")}
     log.info("thinker reached max_iterations (%d); the draft stays", loop.iterations)
     return {"thinker": loop.summary("max_iterations")}

@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.config import Settings
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured
-from novaberg.prompts.evaluation import Situation, Subject, judging_messages
+from novaberg.nodes.structured import ask_structured, schema_of
+from novaberg.prompts.budget import judging_prompt
+from novaberg.prompts.evaluation import Situation, Subject
 from novaberg.prompts.judges import BUILTIN_JUDGES, JudgeSpec, custom_judge
 
 
@@ -44,12 +45,14 @@ def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list
     language = ctx.settings.language
     situation = Situation.from_state(state)
     subject = Subject(state["user_text"], state["reply"])
-    return judging_messages(language, judge.instruction(language), situation, subject)
+    instruction = judge.instruction(language)
+    caller, schema = f"judge_{judge.name}", schema_of(Vote)
+    return judging_prompt(ctx, caller, instruction, situation, subject, json_schema=schema)
 
 
 async def _vote(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> dict[str, Any]:
     parsed = await ask_structured(
-        ctx, f"judge_{judge.name}", judge_messages(state, ctx, judge), Vote, max_tokens=160
+        ctx, f"judge_{judge.name}", judge_messages(state, ctx, judge), Vote
     )
     if parsed is None:
         return {"judge": judge.name, "vote": "ok", "reason": "", "malformed": True}
