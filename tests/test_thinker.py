@@ -221,7 +221,7 @@ async def test_a_failing_tool_and_invalid_arguments_go_back_to_the_model(
     assert result.reply == FIXED
     messages = checking.requests("/api/chat", caller="thinker")[-1].body["messages"]
     tool_results = [m["content"] for m in messages if m["role"] == "tool"]
-    assert "The tool failed: HTTPStatusError" in tool_results[0]
+    assert "The tool failed: WebSearchFailed" in tool_results[0]
     assert "Invalid arguments" in tool_results[1]
 
 

@@ -89,7 +89,7 @@ async def test_web_search_asks_the_searxng_json_api(
     assert searxng.queries == ["Zugspitze Höhe"]
     searxng.status = 500
     failed = await builtin_registry().call("web_search", {"query": "x"}, env)
-    assert not failed.ok and "HTTPStatusError" in failed.text
+    assert not failed.ok and "WebSearchFailed" in failed.text and "HTTP 500" in failed.text
 
 
 async def test_memory_search_and_timeline_read_only_this_users_data(env: ToolEnv) -> None:

@@ -1,16 +1,29 @@
 """``web_search`` through a SearxNG instance's JSON API (``NOVABERG_SEARXNG_URL``).
 
-Without a configured instance the tool says clearly that search is unavailable.
+Without a configured instance the tool says clearly that search is unavailable. A failure
+names the instance (scheme, host and port) and what went wrong, never the query: httpx's own
+messages carry the whole URL, query string included, and tool failures are logged.
 """
 
 from __future__ import annotations
 
 import httpx
 
+from novaberg.errors import NovabergError
 from novaberg.tools.builtin import SearchArguments
 from novaberg.tools.registry import ToolEnv
 
 RESULTS = 5
+
+
+class WebSearchFailed(NovabergError):
+    """The SearxNG instance did not give results; the message names it, never the query."""
+
+
+def _origin(url: str) -> str:
+    parsed = httpx.URL(url)
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{parsed.host}{port}"
 
 
 async def web_search(arguments: SearchArguments, env: ToolEnv) -> str:
@@ -20,12 +33,19 @@ async def web_search(arguments: SearchArguments, env: ToolEnv) -> str:
             "Web search is unavailable: no SearxNG instance is configured "
             "(NOVABERG_SEARXNG_URL). Answer from what you know, and say so."
         )
-    async with httpx.AsyncClient(timeout=env.settings.timeouts.connect_s * 2) as client:
-        response = await client.get(
-            url.rstrip("/") + "/search", params={"q": arguments.query, "format": "json"}
-        )
-        response.raise_for_status()
-        results = response.json().get("results", [])[:RESULTS]
+    where = f"SearxNG at {_origin(url)}"
+    try:
+        async with httpx.AsyncClient(timeout=env.settings.timeouts.connect_s * 2) as client:
+            response = await client.get(
+                url.rstrip("/") + "/search", params={"q": arguments.query, "format": "json"}
+            )
+            if response.is_error:
+                raise WebSearchFailed(f"{where} answered HTTP {response.status_code}")
+            results = response.json().get("results", [])[:RESULTS]
+    except httpx.HTTPError as exc:
+        raise WebSearchFailed(f"{where} could not be reached ({type(exc).__name__})") from None
+    except ValueError:
+        raise WebSearchFailed(f"{where} answered something that is not JSON") from None
     if not results:
         return f"No web results for {arguments.query!r}."
     return "\n".join(
