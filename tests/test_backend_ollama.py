@@ -1,14 +1,19 @@
-"""The Ollama backend through the official client against the test server."""
+"""The Ollama backend through the official client against the test server: protocol quirks,
+the runtime context (num_ctx, prompts cut silently) and the reachability check of auto mode."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from novaberg.backends.base import ChatRequest
+from novaberg.backends.guards import prompt_was_cut
 from novaberg.backends.ollama import OllamaBackend
-from novaberg.config import Timeouts
+from novaberg.backends.select import choose_primary, make_backend
+from novaberg.config import Timeouts, load_settings
 from novaberg.errors import (
     BackendError,
     BackendHTTPError,
@@ -18,7 +23,7 @@ from novaberg.errors import (
     ModelNotFound,
     StreamCut,
 )
-from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing import OllamaTestServer, Reply, SearxngTestServer
 from tests.conftest import MSG, TOOLS, closed_port_url
 
 
@@ -169,3 +174,131 @@ async def test_embeddings_carry_the_caller_and_a_missing_embedder_says_how_to_fi
     assert request.caller == "embed" and request.body["input"] == ["my sister Lena", "a boat"]
     with pytest.raises(BackendError, match="ollama pull no-such-embedder"):
         await backend.embed(["x"], "no-such-embedder", "embed")
+
+
+# -- the runtime context: num_ctx on every chat, a cut prompt recognised ---------------------
+LONG = [
+    {"role": "system", "content": "You are Nova, a warm companion. " * 150},
+    {"role": "user", "content": "hi"},
+]
+
+
+async def test_num_ctx_goes_out_on_every_chat(server: OllamaTestServer) -> None:
+    b = OllamaBackend(server.url, "qwen3:4b", Timeouts(), num_ctx=2048)
+    try:
+        await b.chat(ChatRequest(caller="router", messages=MSG))
+        await b.chat(ChatRequest(caller="responder", messages=MSG, temperature=0.2))
+    finally:
+        await b.aclose()
+    options = [r.body["options"] for r in server.requests("/api/chat")]
+    assert options == [{"num_ctx": 2048}, {"temperature": 0.2, "num_ctx": 2048}]
+
+
+async def test_the_configured_backend_sends_limits_context_tokens(
+    monkeypatch: pytest.MonkeyPatch, ollama_env: OllamaTestServer
+) -> None:
+    monkeypatch.setenv("NOVABERG_LIMITS__CONTEXT_TOKENS", "3000")
+    backend = make_backend("ollama", load_settings().settings)
+    try:
+        await backend.chat(ChatRequest(caller="router", messages=MSG))
+    finally:
+        await backend.aclose()
+    assert ollama_env.requests("/api/chat")[0].body["options"]["num_ctx"] == 3000
+
+
+async def test_a_prompt_cut_to_the_context_is_marked_as_cut(server: OllamaTestServer) -> None:
+    b = OllamaBackend(server.url, "qwen3:4b", Timeouts(), num_ctx=512)
+    try:
+        response = await b.chat(ChatRequest(caller="responder", messages=LONG))
+    finally:
+        await b.aclose()
+    assert response.content  # Ollama answers anyway
+    assert response.prompt_cut and response.prompt_eval_count == 512
+    assert response.prompt_estimate > 1000
+    assert [t.limit for t in server.truncations()] == [512]
+
+
+async def test_a_server_that_caps_the_context_below_num_ctx_is_caught_too(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply.context_cut("an answer to half a prompt", context=256))
+    response = await backend.chat(ChatRequest(caller="responder", messages=LONG))
+    assert response.prompt_cut and response.prompt_eval_count == 256
+
+
+async def test_a_prompt_that_fits_is_not_marked(server: OllamaTestServer) -> None:
+    b = OllamaBackend(server.url, "qwen3:4b", Timeouts(), num_ctx=4096)
+    try:
+        response = await b.chat(ChatRequest(caller="responder", messages=LONG))
+    finally:
+        await b.aclose()
+    assert not response.prompt_cut and server.truncations() == []
+    assert response.prompt_eval_count > 0.75 * response.prompt_estimate
+
+
+def test_cut_detection_needs_a_clear_shortfall() -> None:
+    assert prompt_was_cut(estimate=5000, evaluated=4096, window=4096) is False  # within error
+    assert prompt_was_cut(estimate=6000, evaluated=4096, window=4096) is True
+    assert prompt_was_cut(estimate=6000, evaluated=0, window=4096) is False  # count missing
+    assert prompt_was_cut(estimate=3000, evaluated=1200, window=4096) is True  # capped below
+    assert prompt_was_cut(estimate=300, evaluated=100, window=None) is False  # too small to say
+
+
+# -- auto mode: "unreachable" only when nothing answers --------------------------------------
+async def test_reachable_through_public_api_only_for_connection_failures(
+    server: OllamaTestServer,
+) -> None:
+    up = OllamaBackend(server.url, "qwen3:4b", Timeouts())
+    down = OllamaBackend(closed_port_url(), "qwen3:4b", Timeouts())
+    try:
+        assert await up.reachable() is True
+        assert await down.reachable() is False
+    finally:
+        await up.aclose()
+        await down.aclose()
+
+
+async def test_a_server_that_never_answers_is_unreachable_after_the_timeout() -> None:
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        mute = OllamaBackend(host, "qwen3:4b", Timeouts())
+        try:
+            assert await mute.reachable(timeout_s=0.2) is False
+        finally:
+            await mute.aclose()
+
+
+async def test_something_else_at_ollama_host_is_an_error_not_a_silent_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with SearxngTestServer() as other:  # answers HTTP, but 404 on Ollama's routes
+        monkeypatch.setenv("OLLAMA_HOST", other.url)
+        notices: list[str] = []
+        with pytest.raises(BackendError, match="not as Ollama does"):
+            await choose_primary(load_settings().settings, notices)
+        assert notices == []
+
+
+async def test_an_unexpected_error_in_the_check_surfaces(
+    monkeypatch: pytest.MonkeyPatch, server: OllamaTestServer
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a changed client")
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", broken)
+    b = OllamaBackend(server.url, "qwen3:4b", Timeouts())
+    try:
+        with pytest.raises(RuntimeError, match="a changed client"):
+            await b.reachable()
+    finally:
+        monkeypatch.undo()
+        await b.aclose()
+
+
+async def test_auto_mode_falls_back_to_the_embedded_model_only_when_nothing_answers() -> None:
+    notices: list[str] = []
+    primary = await choose_primary(load_settings().settings, notices)  # OLLAMA_HOST: closed
+    assert primary.name == "embedded"
+    assert notices and "not reachable" in notices[0]

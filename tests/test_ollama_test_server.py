@@ -215,3 +215,75 @@ def test_openai_endpoint_streams_server_sent_events(server: OllamaTestServer) ->
         if json.loads(line[5:])["choices"]
     )
     assert text == "streamed answer here"
+
+
+# -- a prompt longer than the runtime context: cut from the head, silently ------------------
+LONG = [{"role": "user", "content": "word " * 600}]
+
+
+def test_a_prompt_longer_than_num_ctx_is_cut_silently_and_answered_anyway(
+    server: OllamaTestServer,
+) -> None:
+    c = client(server)
+    result = c.chat(
+        model="qwen3:4b", messages=LONG, think=False, options={"num_ctx": 256}, stream=False
+    )
+    assert result.message.content and result.done_reason == "stop"  # no error, no notice
+    assert result.prompt_eval_count == 256
+    [cut] = server.truncations()
+    assert (cut.limit, cut.kept, cut.caller) == (256, 256, "test") and cut.prompt > 600
+    [loaded] = c.ps().models
+    assert loaded.model == "qwen3:4b" and loaded.context_length == 256
+
+
+def test_without_num_ctx_the_server_default_context_applies(server: OllamaTestServer) -> None:
+    server.state.context_length = 512  # as OLLAMA_CONTEXT_LENGTH=512
+    parts = list(client(server).chat(model="qwen3:4b", messages=LONG, think=False, stream=True))
+    assert parts[-1].done and parts[-1].prompt_eval_count == 512
+    short = client(server).chat(model="qwen3:4b", messages=[{"role": "user", "content": "hi"}])
+    assert short.prompt_eval_count == 5  # one word and the template: nothing cut
+    assert len(server.truncations()) == 1
+
+
+def test_a_reply_can_cap_the_context_whatever_num_ctx_says(server: OllamaTestServer) -> None:
+    server.script("test", Reply.context_cut("answered anyway", context=128))
+    result = client(server).chat(
+        model="qwen3:4b", messages=LONG, think=False, options={"num_ctx": 8192}
+    )
+    assert result.message.content == "answered anyway" and result.prompt_eval_count == 128
+
+
+# -- /v1 as llama-cpp-python's server answers -------------------------------------------------
+def test_v1_refuses_unknown_response_formats_like_llama_cpp_python(
+    server: OllamaTestServer,
+) -> None:
+    server.state.v1_json_modes = ("text", "json_object")
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    body = {"model": "qwen3:4b", "messages": [{"role": "user", "content": "x"}]}
+    refused = httpx.post(
+        server.url + "/v1/chat/completions",
+        json={
+            **body,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+        },
+    )
+    assert refused.status_code == 500
+    assert "'loc': ('body', 'response_format', 'type')" in refused.json()["error"]["message"]
+    taken = httpx.post(
+        server.url + "/v1/chat/completions",
+        json={**body, "response_format": {"type": "json_object", "schema": schema}},
+    )
+    message = taken.json()["choices"][0]["message"]
+    assert taken.status_code == 200 and json.loads(message["content"]) == {"a": "ok"}
+
+
+def test_v1_refuses_a_prompt_longer_than_its_context(server: OllamaTestServer) -> None:
+    server.state.v1_overflow = "refuse"
+    server.state.context_length = 64
+    body = {"model": "qwen3:4b", "messages": LONG, "max_tokens": 16}
+    whole = httpx.post(server.url + "/v1/chat/completions", json=body)
+    assert whole.status_code == 400
+    assert whole.json()["error"]["code"] == "context_length_exceeded"
+    assert "maximum context length is 64 tokens" in whole.json()["error"]["message"]
+    streamed = httpx.post(server.url + "/v1/chat/completions", json={**body, "stream": True})
+    assert streamed.status_code == 200 and streamed.text == ""  # the error stays in its log

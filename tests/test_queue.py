@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -234,3 +235,34 @@ async def test_the_same_shape_without_tools_is_an_empty_answer_not_retried(
     trace = Trace()
     await make_queue(backend).submit(ChatRequest(caller="responder", messages=MSG), trace=trace)
     assert [c.outcome for c in trace.calls] == ["empty_answer"]
+
+
+async def test_a_prompt_the_server_cut_is_recorded_truncated_and_warned_without_text(
+    server: OllamaTestServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    small = OllamaBackend(server.url, "qwen3:4b", Timeouts(), num_ctx=512)
+    secret = "Marzipanwolke"
+    messages = [{"role": "system", "content": f"{secret} is my cat. " * 200}, *MSG]
+    trace = Trace()
+    try:
+        with caplog.at_level(logging.INFO, logger="novaberg"):
+            result = await make_queue(small).submit(
+                ChatRequest(caller="responder", messages=messages), trace=trace
+            )
+    finally:
+        await small.aclose()
+    assert result.response.content  # answered anyway, and used: but not as "ok"
+    assert [c.outcome for c in trace.calls] == ["truncated"]  # not retried: it would be cut again
+    assert trace.calls[0].prompt_eval_count == 512
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "the prompt was cut" in warnings[0].getMessage()
+    assert all(secret not in r.getMessage() for r in caplog.records)
+
+
+async def test_an_answer_stopped_at_its_output_limit_is_truncated(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="a reply that ran into its li", done_reason="length"))
+    trace = Trace()
+    await make_queue(backend).submit(ChatRequest(caller="responder", messages=MSG), trace=trace)
+    assert [c.outcome for c in trace.calls] == ["truncated"]
