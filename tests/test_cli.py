@@ -97,7 +97,9 @@ def test_invalid_setting_is_a_usage_error_naming_it(monkeypatch: pytest.MonkeyPa
 def test_config_shows_values_and_origins(ollama_env: OllamaTestServer) -> None:
     done = run("config", "--json")
     shown = json.loads(done.stdout)
-    assert shown["backend"] == {"value": "ollama", "origin": "env NOVABERG_BACKEND"}
+    assert shown["backend"]["value"] == "ollama"
+    assert shown["backend"]["origin"] == "env NOVABERG_BACKEND"
+    assert shown["backend"]["description"].startswith("the primary backend")
     assert shown["model"]["origin"] == "default"
     assert shown["timeouts.total_s"]["value"] == 600.0
 

@@ -9,6 +9,7 @@ import json
 import re
 import unicodedata
 from datetime import date, timedelta
+from typing import Literal
 
 import pytest
 
@@ -94,7 +95,7 @@ async def hostile_engine(settings: Settings) -> Engine:
 
 @pytest.mark.parametrize("language", ["en", "de"])
 async def test_a_judging_prompt_has_one_situation_and_one_subject_whatever_is_stored(
-    settings: Settings, server: OllamaTestServer, language: str
+    settings: Settings, server: OllamaTestServer, language: Literal["en", "de"]
 ) -> None:
     labels: Labels = DE if language == "de" else EN
     other: Labels = EN if language == "de" else DE
@@ -140,7 +141,7 @@ async def test_a_judging_prompt_has_one_situation_and_one_subject_whatever_is_st
 
 @pytest.mark.parametrize("language", ["en", "de"])
 async def test_a_multi_line_memory_stays_one_list_item(
-    settings: Settings, server: OllamaTestServer, language: str
+    settings: Settings, server: OllamaTestServer, language: Literal["en", "de"]
 ) -> None:
     labels: Labels = DE if language == "de" else EN
     settings.language = language

@@ -278,3 +278,82 @@ def test_unknown_judge_names_are_a_config_error(monkeypatch: pytest.MonkeyPatch)
 async def test_a_fact_free_turn_costs_six_calls(engine: Engine, server: OllamaTestServer) -> None:
     result = await engine.run_turn("Hallo Nova, wie geht's?")
     assert len(result.trace.calls) == 6  # router, responder, three judges, salience
+
+
+def stored_trace(engine: Engine, turn_id: int) -> dict[str, object]:
+    turn = engine.db.turn(turn_id)
+    assert turn is not None and turn["status"] == "done"
+    trace: dict[str, object] = json.loads(turn["trace_json"])
+    return trace
+
+
+async def test_a_judge_failing_every_retry_abstains_and_the_answer_stands(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="Hello there."))
+    server.standing("judge_legal", Reply.http_error(500, "kaputt"))
+    result = await engine.run_turn("Hallo Nova")
+    out = result.contract_json()
+    assert out["reply"] == "Hello there."
+    attempts = engine.settings.retries.attempts
+    assert [c["outcome"] for c in out["calls"] if c["caller"] == "judge_legal"] == [
+        "error"
+    ] * attempts
+    votes = {v["judge"]: v for v in out["tribunal"]["votes"]}
+    assert votes["legal"] == {
+        "judge": "legal",
+        "vote": "abstained",
+        "reason": "no vote: HTTP 500",
+        "malformed": False,
+        "abstained": True,
+    }
+    assert votes["psychology"]["vote"] == votes["persona"]["vote"] == "ok"
+    assert "corrector" not in [c["caller"] for c in out["calls"]]
+    assert stored_trace(engine, result.turn_id)["notices"] == [
+        "judge_legal: failed after its retries (HTTP 500); it abstained; the other judges' "
+        "votes decide"
+    ]
+
+
+async def test_a_judge_that_failed_is_not_asked_again_in_the_next_round(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="Draft."))
+    server.standing("judge_legal", Reply.http_error(503))
+    server.script("judge_persona", vote("revise", "Warmer, please."), vote("ok"))
+    server.script("corrector", Reply(content="A warmer answer."))
+    result = await engine.run_turn("Hallo Nova")
+    out = result.contract_json()
+    assert out["reply"] == "A warmer answer."
+    assert out["tribunal"]["rounds"] == 2
+    assert (
+        len(server.requests("/api/chat", caller="judge_legal")) == engine.settings.retries.attempts
+    )
+    votes = {v["judge"]: v for v in out["tribunal"]["votes"]}
+    assert votes["legal"]["abstained"] is True
+    assert votes["legal"]["reason"] == "no vote: failed earlier in this turn"
+    assert votes["persona"]["vote"] == "ok"
+    notices = stored_trace(engine, result.turn_id)["notices"]
+    assert isinstance(notices, list) and len(notices) == 1  # one failure, one notice
+
+
+async def test_a_judge_that_times_out_abstains(
+    settings: Settings, server: OllamaTestServer
+) -> None:
+    settings.timeouts.first_token_s = 0.2
+    server.script("responder", Reply(content="Quick answer."))
+    server.standing("judge_psychology", Reply(content='{"vote": "revise"}', delay_s=1.0))
+    engine = await Engine.open(settings)
+    try:
+        result = await engine.run_turn("Hallo")
+        trace = stored_trace(engine, result.turn_id)
+    finally:
+        await engine.aclose()
+    assert result.reply == "Quick answer."
+    votes = {v["judge"]: v for v in result.contract_json()["tribunal"]["votes"]}
+    assert votes["psychology"]["vote"] == "abstained"
+    assert votes["psychology"]["reason"] == "no vote: timeout"
+    assert [c.outcome for c in result.trace.calls if c.caller == "judge_psychology"] == ["timeout"]
+    assert trace["notices"] == [
+        "judge_psychology: failed (timeout); it abstained; the other judges' votes decide"
+    ]

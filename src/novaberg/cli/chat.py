@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.status import Status
 
 from novaberg.cli.common import err_console, guarded, load, setup_logging
+from novaberg.cli.safe import SafeConsole, styled
 from novaberg.errors import NovabergError
+from novaberg.text import is_blank
 
 if TYPE_CHECKING:
     from novaberg.engine import Engine
@@ -27,6 +29,9 @@ NODE_LABELS = {
     "memory_write": "storing memories",
 }
 
+NOVA = styled(("Nova ›", "bold magenta"), " ")
+YOU = styled(("you ›", "bold cyan"), " ")
+
 
 class TurnView:
     """Shows the running node on a live line, then the streamed reply."""
@@ -39,7 +44,7 @@ class TurnView:
         self.streamed: list[str] = []
 
     def progress(self, node: str) -> None:
-        label = f"[dim]Nova · {node}: {NODE_LABELS.get(node, node)}…[/]"
+        label = styled((f"Nova · {node}: {NODE_LABELS.get(node, node)}…", "dim"))
         if not self.live:
             return
         if self.streaming:  # the draft is on screen; the review goes on below it
@@ -55,9 +60,9 @@ class TurnView:
         if not self.streaming:
             self.stop_status()
             self.streaming = True
-            self.console.print("[bold magenta]Nova ›[/] ", end="")
+            self.console.print(NOVA, end="")
         self.streamed.append(piece)
-        self.console.print(piece, end="", markup=False, highlight=False, soft_wrap=True)
+        self.console.print(piece, end="", soft_wrap=True)
 
     def stop_status(self) -> None:
         if self.status is not None:
@@ -72,27 +77,24 @@ class TurnView:
         shown = "".join(self.streamed).strip()
         final = reply.strip()
         if not shown:
-            self.console.print(f"[bold magenta]Nova ›[/] {reply}", highlight=False)
+            self.console.print(NOVA + styled(reply))
         elif final.startswith(shown) and final != shown:  # something was appended (a gesture)
-            self.console.print(
-                f"[bold magenta]Nova ›[/] {final[len(shown) :].strip()}", highlight=False
-            )
+            self.console.print(NOVA + styled(final[len(shown) :].strip()))
         elif shown != final:
-            self.console.print(
-                f"[dim](revised after review)[/]\n[bold magenta]Nova ›[/] {reply}", highlight=False
-            )
+            self.console.print(styled(("(revised after review)", "dim")))
+            self.console.print(NOVA + styled(reply))
 
 
 def _read(console: Console) -> str | None:
     try:
-        return console.input("[bold cyan]you ›[/] ") if console.is_terminal else input("you › ")
+        return console.input(YOU) if console.is_terminal else input("you › ")
     except EOFError:
         return None
 
 
 def run_chat(*, conversation: int | None, resume: bool, user: str | None, verbose: bool) -> None:
     setup_logging(verbose)
-    console = Console()
+    console = SafeConsole()
     settings = guarded(lambda: load(user).settings)
     with asyncio.Runner() as runner:
         from novaberg.engine import Engine
@@ -100,13 +102,18 @@ def run_chat(*, conversation: int | None, resume: bool, user: str | None, verbos
         engine: Engine = guarded(lambda: runner.run(Engine.open(settings)))
         try:
             for notice in engine.notices:
-                err_console.print(f"[yellow]notice:[/] {notice}", highlight=False)
+                err_console.print(styled(("notice:", "yellow"), " ", notice))
             current = conversation
             if current is None and resume:
                 current = engine.db.latest_conversation(settings.user)
+            primary = engine.chain.primary
             console.print(
-                f"[dim]Nova on {engine.chain.primary.name}/{engine.chain.primary.model} — "
-                "/new starts over, /exit leaves.[/]"
+                styled(
+                    (
+                        f"Nova on {primary.name}/{primary.model} — /new starts over, /exit leaves.",
+                        "dim",
+                    )
+                )
             )
             _loop(runner, engine, console, current)
             _finish_memory_work(runner, engine, console)
@@ -123,11 +130,13 @@ def _finish_memory_work(runner: asyncio.Runner, engine: Engine, console: Console
     """Let the memory jobs of the last turns finish; Ctrl-C leaves them for next time."""
     if not engine.background_pending():
         return
-    console.print("[dim]Nova is sorting her memories (Ctrl-C leaves that for next time)…[/]")
+    console.print(
+        styled(("Nova is sorting her memories (Ctrl-C leaves that for next time)…", "dim"))
+    )
     try:
         runner.run(engine.finish_background())
     except KeyboardInterrupt:
-        console.print("[dim]Left for next time; nothing is lost.[/]")
+        console.print(styled(("Left for next time; nothing is lost.", "dim")))
 
 
 def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int | None) -> None:
@@ -141,9 +150,9 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             return
         if line.strip() == "/new":
             current = None
-            console.print("[dim]New conversation.[/]")
+            console.print(styled(("New conversation.", "dim")))
             continue
-        if not line.strip():
+        if is_blank(line):  # nothing visible (zero-width characters count as nothing)
             continue
         view = TurnView(console)
         try:
@@ -154,18 +163,24 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             )
         except KeyboardInterrupt:
             view.stop_status()
+            console.print()
             console.print(
-                "\n[yellow]Turn aborted: recorded as aborted, nothing half-stored. "
-                "Go on whenever you like.[/]"
+                styled(
+                    (
+                        "Turn aborted: recorded as aborted, nothing half-stored. "
+                        "Go on whenever you like.",
+                        "yellow",
+                    )
+                )
             )
             continue
         except NovabergError as exc:
             view.stop_status()
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err_console.print(styled(("error:", "bold red"), " ", str(exc)))
             continue
         current = result.conversation_id
         runner.run(_start_background(engine))
         view.finish(result.reply)
         for followup in result.followups:  # Nova's second look, in her own words
-            console.print(f"[bold magenta]Nova ›[/] {followup['reply']}", highlight=False)
+            console.print(NOVA + styled(str(followup["reply"])))
         sys.stdout.flush()

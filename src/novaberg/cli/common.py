@@ -8,25 +8,33 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 
+from novaberg.cli.safe import SafeConsole, styled
 from novaberg.errors import ConfigError, NovabergError, UsageError
+from novaberg.text import is_blank, visible
 
 if TYPE_CHECKING:
     from novaberg.config import LoadedSettings
 
 T = TypeVar("T")
-err_console = Console(stderr=True)
+err_console = SafeConsole(stderr=True)
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines with hidden characters escaped: no control sequence reaches the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
 
 
 def setup_logging(verbose: bool) -> None:
     logger = logging.getLogger("novaberg")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("novaberg: %(levelname)s %(message)s"))
+        handler.setFormatter(VisibleFormatter("novaberg: %(levelname)s %(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.INFO if verbose else logging.ERROR)
 
@@ -36,8 +44,8 @@ def load(user: str | None = None) -> LoadedSettings:
 
     loaded = load_settings()
     if user is not None:
-        if not user.strip():
-            raise UsageError("--user must not be empty.")
+        if is_blank(user):
+            raise UsageError("--user must not be empty (nor only spaces or invisible characters).")
         loaded.settings.user = user
         loaded.origins["user"] = "option --user"
     return loaded
@@ -45,7 +53,7 @@ def load(user: str | None = None) -> LoadedSettings:
 
 def fail(exc: NovabergError) -> NoReturn:
     kind = "usage error" if isinstance(exc, UsageError | ConfigError) else "error"
-    err_console.print(f"[bold red]{kind}:[/] {exc}", highlight=False, markup=True)
+    err_console.print(styled((f"{kind}:", "bold red"), " ", str(exc)))
     raise typer.Exit(EXIT_USAGE if isinstance(exc, UsageError | ConfigError) else EXIT_FAILURE)
 
 

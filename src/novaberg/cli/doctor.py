@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import asdict
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from novaberg.cli.common import EXIT_FAILURE, guarded, load
+from novaberg.cli.safe import SafeConsole, dumps, styled
 
 
 async def _diagnose() -> dict[str, Any]:
@@ -68,15 +67,19 @@ def _database(settings: Any) -> dict[str, Any]:
 def run_doctor(*, as_json: bool) -> None:
     report = guarded(lambda: asyncio.run(_diagnose()))
     if as_json:
-        typer.echo(json.dumps(report))
+        typer.echo(dumps(report))
     else:
-        console = Console()
+        console = SafeConsole()
         console.print(
-            f"Backend mode: [bold]{report['mode']}[/] — would answer: "
-            f"[bold]{report['would_answer']}[/]"
+            styled(
+                "Backend mode: ",
+                (report["mode"], "bold"),
+                " — would answer: ",
+                (report["would_answer"], "bold"),
+            )
         )
         for notice in report["notices"]:
-            console.print(f"[yellow]notice:[/] {notice}", highlight=False)
+            console.print(styled(("notice:", "yellow"), " ", notice))
         table = Table()
         for column in ("backend", "model", "reachable", "capabilities", "detail"):
             table.add_column(column)
@@ -84,19 +87,21 @@ def run_doctor(*, as_json: bool) -> None:
             table.add_row(
                 b["name"],
                 b["model"],
-                "yes" if b["reachable"] else "[red]no[/]",
+                "yes" if b["reachable"] else styled(("no", "red")),
                 ", ".join(b["capabilities"]),
                 b["detail"],
             )
         console.print(table)
         database = report["database"]
-        state = "ok" if database["ok"] else "[red]not usable[/]"
-        console.print(f"Database: {database['where']} — {state} — {database['detail']}")
+        state = ("ok", "") if database["ok"] else ("not usable", "red")
+        console.print(
+            styled("Database: ", database["where"], " — ", state, " — ", database["detail"])
+        )
         if report["fixes"]:
-            console.print("[bold]What to fix:[/]")
+            console.print(styled(("What to fix:", "bold")))
             for fix in report["fixes"]:
-                console.print(f"  • {fix}", highlight=False)
+                console.print(f"  • {fix}")
         else:
-            console.print("[green]Nothing to fix.[/]")
+            console.print(styled(("Nothing to fix.", "green")))
     if not report["ok"]:
         raise typer.Exit(EXIT_FAILURE)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from novaberg.cli.common import err_console, guarded, load, setup_logging
+from novaberg.cli.safe import SafeConsole, dumps, styled
 
 
 def run_eval(*, as_json: bool, only: list[str] | None, verbose: bool) -> None:
@@ -27,11 +26,11 @@ def run_eval(*, as_json: bool, only: list[str] | None, verbose: bool) -> None:
     settings = guarded(lambda: load().settings)
 
     def progress(name: str) -> None:
-        err_console.print(f"[dim]running {name}…[/]")
+        err_console.print(styled((f"running {name}…", "dim")))
 
     rows: list[dict[str, Any]] = guarded(lambda: asyncio.run(run_all(settings, only, progress)))
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False))
+        typer.echo(dumps(rows))
         return
     table = Table(title="Situation vs. subject — this backend beside the seed's figures")
     for column in (
@@ -59,4 +58,4 @@ def run_eval(*, as_json: bool, only: list[str] | None, verbose: bool) -> None:
             r["seed_before"],
             r["seed_after"],
         )
-    Console().print(table)
+    SafeConsole().print(table)

@@ -5,7 +5,6 @@ start-up."""
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +19,7 @@ app = typer.Typer(
 
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="Whose memory (NOVABERG_USER).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-LIMIT = 10_000
+PAGE = 1000
 
 
 def _open(user: str | None) -> tuple[Any, str]:
@@ -39,15 +38,17 @@ def _store(user: str | None) -> tuple[Any, str]:
 
 
 def _print(items: list[dict[str, Any]], as_json: bool) -> None:
+    from novaberg.cli.safe import dumps, echo
+
     if as_json:
-        typer.echo(json.dumps(items, ensure_ascii=False))
+        typer.echo(dumps(items))
         return
     if not items:
-        typer.echo("Nova remembers nothing here.")
+        echo("Nova remembers nothing here.")
     for item in items:
         status = "" if item.get("valid_to") is None else f", superseded {item['valid_to']}"
         when = f" on {item['happens_on']}" if item.get("happens_on") else ""
-        typer.echo(
+        echo(
             f"[{item['id']}] {item['kind']}{when}: {item['text']}  (importance "
             f"{item['importance']:.2f}, from {item['item_key']}{status})"
         )
@@ -60,15 +61,28 @@ def list_cmd(
     kind: Annotated[
         str | None, typer.Option(help="Only short_term, long_term or event items.")
     ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Items per page at most.")] = PAGE,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many of the newest items.")] = 0,
 ) -> None:
-    """Every memory of the user (superseded facts included, marked), newest first."""
+    """Every memory of the user (superseded facts included, marked), newest first, a page at a
+    time; when there is more, stderr says how to get the next page."""
     store, who = _store(user)
-    _print([m.view() for m in store.items(who, kind=kind, limit=LIMIT)], as_json)
+    page = store.items(who, kind=kind, limit=limit + 1, offset=offset)
+    more = len(page) > limit
+    _print([m.view() for m in page[:limit]], as_json)
+    if more:
+        from novaberg.cli.common import err_console
+
+        err_console.print(
+            f"more: items {offset + 1}–{offset + limit} shown, there are more; "
+            f"the next page: --offset {offset + limit}"
+        )
 
 
 @app.command()
 def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """What Nova would recall for QUERY, best first, with the reason for each."""
+    from novaberg.cli.safe import echo
     from novaberg.memory.retrieval import Retriever
 
     store, who = _store(user)
@@ -77,12 +91,14 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     _print(items, as_json)
     if not as_json:
         for r in found:
-            typer.echo(f"  [{r.item.id}] why: {r.reason}")
+            echo(f"  [{r.item.id}] why: {r.reason}")
 
 
 @app.command()
 def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """One memory, with the turn and message it came from."""
+    from novaberg.cli.safe import dumps, echo
+
     store, who = _store(user)
     memory = store.get(who, memory_id)
     if memory is None:
@@ -96,10 +112,10 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
         "user_text": turn.get("user_text"),
     }
     if as_json:
-        typer.echo(json.dumps(item, ensure_ascii=False))
+        typer.echo(dumps(item))
     else:
         _print([item], False)
-        typer.echo(f"  from: {item['source']['user_text']!r}")
+        echo(f"  from: {item['source']['user_text']!r}")
 
 
 @app.command()
@@ -107,29 +123,31 @@ def forget(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> No
     """Delete one memory for good: with the facts derived from it, the profile statements
     built on it, and the words of the turn it came from."""
     from novaberg.cli.common import guarded
+    from novaberg.cli.safe import dumps, echo
 
     store, who = _store(user)
     done = guarded(lambda: store.forget(who, memory_id))
     if done is None:
         _missing(memory_id, who)
     if as_json:
-        typer.echo(json.dumps({"forgotten": memory_id, **asdict(done)}))
+        typer.echo(dumps({"forgotten": memory_id, **asdict(done)}))
         return
     also = [i for i in done.ids if i != memory_id]
-    typer.echo(f"Forgotten: {memory_id}" + (f" (and derived items {also})" if also else ""))
+    echo(f"Forgotten: {memory_id}" + (f" (and derived items {also})" if also else ""))
     if done.profile_versions:
-        typer.echo(f"  removed its statements from {done.profile_versions} profile version(s)")
+        echo(f"  removed its statements from {done.profile_versions} profile version(s)")
     if done.turns_scrubbed:
-        typer.echo(f"  erased the words of {done.turns_scrubbed} turn(s) it came from")
+        echo(f"  erased the words of {done.turns_scrubbed} turn(s) it came from")
 
 
 @app.command()
 def export(user: UserOpt = None) -> None:
     """Everything Nova knows about the user, as JSON on stdout."""
+    from novaberg.cli.safe import dumps
     from novaberg.memory.transfer import export_user
 
     db, who = _open(user)
-    typer.echo(json.dumps(export_user(db, who), ensure_ascii=False, indent=2))
+    typer.echo(dumps(export_user(db, who), indent=2))
 
 
 @app.command("import")
@@ -140,36 +158,46 @@ def import_cmd(
 ) -> None:
     """Restore an export (checked whole first; nothing changes if it cannot be imported)."""
     from novaberg.cli.common import guarded
+    from novaberg.cli.safe import dumps, echo
     from novaberg.memory.transfer import import_user, parse_export
 
     db, who = _open(user)
     raw = sys.stdin.read() if str(file) == "-" else _read(file)
     export = guarded(lambda: parse_export(raw, who))
     counts = guarded(lambda: import_user(db, export))
-    typer.echo(json.dumps({"imported": counts}) if as_json else f"Imported: {counts}")
+    if as_json:
+        typer.echo(dumps({"imported": counts}))
+        return
+    for line in import_sentences(counts):
+        echo(line)
 
 
 @app.command()
 def profile(user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """The current profile: core (stable) and adaptive (lately), each statement with the
     memories it rests on."""
+    from novaberg.cli.safe import dumps, echo
+
     store, who = _store(user)
     parts = {part: asdict(p) for part, p in sorted(store.profile(who).items())}
     if as_json:
-        typer.echo(json.dumps(parts, ensure_ascii=False))
+        typer.echo(dumps(parts))
         return
-    if not parts:
-        typer.echo("No profile yet.")
-    for part, p in parts.items():
-        typer.echo(f"{part} (version {p['version']}, {p['created_at']}):")
+    shown = {part: p for part, p in parts.items() if p["statements"]}
+    if not shown:
+        echo("No profile yet: Nova has not written down anything about you.")
+    for part, p in shown.items():
+        echo(f"{part} (version {p['version']}, {p['created_at']}):")
         for statement in p["statements"]:
             sources = ", ".join(str(i) for i in statement["sources"]) or "no recorded source"
-            typer.echo(f"  - {statement['text']}  (from {sources})")
+            echo(f"  - {statement['text']}  (from {sources})")
 
 
 @app.command()
 def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """The background memory jobs (consolidation, profile, timeline) and how they ended."""
+    from novaberg.cli.safe import dumps, echo
+
     db, _ = _open(user)
     from novaberg.memory.jobs import JOB_TYPES
 
@@ -180,10 +208,26 @@ def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
         JOB_TYPES,
     )
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False))
+        typer.echo(dumps(rows))
         return
     for r in rows:
-        typer.echo(f"[{r['id']}] {r['type']} (turn {r['turn_id']}): {r['status']} {r['result']}")
+        echo(f"[{r['id']}] {r['type']} (turn {r['turn_id']}): {r['status']} {r['result']}")
+
+
+IMPORT_SENTENCES = {
+    "memories": ("Imported {n} memory item(s).", "No new memory items (all were there already)."),
+    "profile": ("Imported {n} profile version(s).", "No new profile versions."),
+}
+
+
+def import_sentences(counts: dict[str, int]) -> list[str]:
+    """What an import did, a sentence per count (counts nobody named here included)."""
+    lines = []
+    for key, n in counts.items():
+        some, none = IMPORT_SENTENCES.get(key, (f"{key.replace('_', ' ')}: {{n}}.", ""))
+        if n or none:
+            lines.append(some.format(n=n) if n else none)
+    return lines
 
 
 def _missing(memory_id: int, who: str) -> NoReturn:

@@ -3,6 +3,11 @@
 The turn is a pipeline of stages; a stage with a ``when`` condition is skipped (its channel
 stays ``None``) when the condition is false. Adding the thinker, the tribunal or the corrector
 is adding a :class:`Stage`, not restructuring.
+
+A stage with a ``fallback`` is not essential: when its model calls fail after their retries
+(a :class:`~novaberg.errors.BackendError`), the turn goes on with the fallback's update and a
+notice in the trace (``graph/failure.py``). A stage without one is essential: its failure fails
+the turn, and the error names it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
-from novaberg.errors import GraphError
+from novaberg.errors import BackendError, GraphError
+from novaberg.graph.failure import Fallback, essential_failed, record_failure
 from novaberg.graph.state import DECLARED_CHANNELS, TurnState, check_writes
 
 if TYPE_CHECKING:
@@ -37,6 +43,8 @@ class Stage:
     ``after``: where to go once it ran: a stage name, or :data:`NEXT` (the default).
     ``detour``: not part of the pipeline; reached only through another stage's ``after``
     (the corrector, which returns to the tribunal).
+    ``fallback``: how the turn goes on when the node fails after its retries; ``None``: the
+    node is essential.
     """
 
     name: str
@@ -44,15 +52,30 @@ class Stage:
     when: Callable[[TurnState], bool] | None = None
     after: Callable[[TurnState], str] | None = None
     detour: bool = False
+    fallback: Fallback | None = None
 
 
-def strict(name: str, fn: NodeFn, declared: frozenset[str] = DECLARED_CHANNELS) -> Any:
-    """Wrap a node: hand it the turn context, announce it, refuse undeclared writes."""
+def strict(
+    name: str,
+    fn: NodeFn,
+    declared: frozenset[str] = DECLARED_CHANNELS,
+    fallback: Fallback | None = None,
+) -> Any:
+    """Wrap a node: hand it the turn context, announce it, refuse undeclared writes, and
+    apply the failure rule (a fallback and a notice, or a failed turn that names the node)."""
 
     async def node(state: TurnState, config: RunnableConfig) -> dict[str, Any]:
         ctx: TurnContext = config["configurable"]["turn"]
         ctx.entered(name)
-        return check_writes(name, await fn(state, ctx), declared)
+        try:
+            update = await fn(state, ctx)
+        except BackendError as exc:
+            if fallback is None:
+                essential_failed(name, exc)
+                raise
+            record_failure(ctx, name, exc, fallback.consequence)
+            update = fallback.update(state, ctx)
+        return check_writes(name, update, declared)
 
     node.__name__ = name
     return node
@@ -61,7 +84,7 @@ def strict(name: str, fn: NodeFn, declared: frozenset[str] = DECLARED_CHANNELS) 
 def build_turn_graph(stages: Sequence[Stage]) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(TurnState)
     for stage in stages:
-        graph.add_node(stage.name, strict(stage.name, stage.run))
+        graph.add_node(stage.name, strict(stage.name, stage.run, fallback=stage.fallback))
     pipeline = [s for s in stages if not s.detour]
     _connect(graph, START, pipeline)
     for index, stage in enumerate(pipeline):

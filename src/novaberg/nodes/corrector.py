@@ -4,6 +4,9 @@ Same separation as the judges: the situation explains, the reviewers' reasons sa
 the subject (message + answer) comes last, and the rule is explicit that the correction
 concerns only the subject — a worry from the profile must not wander into an answer about
 pancakes (../shared/seeds/002, "drift"). The judges then vote again.
+
+A corrector whose call fails after its retries keeps the answer (:data:`FALLBACK`); the
+tribunal then ends the corrections instead of voting again on an unchanged answer.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
+from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.prompts.budget import bounded_reply, judging_prompt
@@ -46,13 +50,16 @@ def corrector_messages(
     )
 
 
-async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+def revise_reasons(state: TurnState) -> list[str]:
+    """The reasons of the judges that voted ``revise`` in the last round."""
     votes = (state.get("tribunal") or {}).get("votes", [])
-    reasons = [f"{v['judge']}: {v['reason'] or 'revise'}" for v in votes if v["vote"] == "revise"]
+    return [f"{v['judge']}: {v['reason'] or 'revise'}" for v in votes if v["vote"] == "revise"]
+
+
+async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    reasons = revise_reasons(state)
     request = ChatRequest(
-        caller="corrector",
-        messages=corrector_messages(state, ctx, reasons),
-        think=False,
+        caller="corrector", messages=corrector_messages(state, ctx, reasons), think=False
     )
     result = await ctx.llm(request)
     previous = state.get("corrector") or {}
@@ -62,7 +69,13 @@ async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         # Nothing usable: the answer stays as it was, and the trace says the round failed.
         return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False}}
     text = bounded_reply(ctx, "corrector", text)
-    return {
-        "reply": text,
-        "corrector": {"rounds": rounds, "reasons": reasons, "applied": True},
-    }
+    return {"reply": text, "corrector": {"rounds": rounds, "reasons": reasons, "applied": True}}
+
+
+def _answer_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    rounds = (state.get("corrector") or {}).get("rounds", 0) + 1
+    reasons = revise_reasons(state)
+    return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False, "failed": True}}
+
+
+FALLBACK = Fallback(_answer_kept, "the answer stays as it was")

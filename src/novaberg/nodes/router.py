@@ -1,6 +1,7 @@
 """Router: reads ONLY the raw user message; returns intent, desired tone, needs_check.
 
-It never sees memory, profile or timeline: what it classifies is the message alone.
+It never sees memory, profile or timeline: what it classifies is the message alone. It is not
+essential: unusable output or a failed call gives the safe default route (:data:`FALLBACK`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured
@@ -30,5 +32,12 @@ async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     ]
     parsed = await ask_structured(ctx, "router", messages, RouterOutput)
     if parsed is None:
-        return {"router": {**SAFE_DEFAULT, "default": True}}
+        return _default_route(state, ctx)
     return {"router": {**parsed.model_dump(), "default": False}}
+
+
+def _default_route(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    return {"router": {**SAFE_DEFAULT, "default": True}}
+
+
+FALLBACK = Fallback(_default_route, "the default route is used")

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured, schema_of
@@ -49,13 +50,7 @@ def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]
     subject = Subject(state["user_text"])
     schema = schema_of(SalienceOutput)
     return judging_prompt(
-        ctx,
-        "salience",
-        instruction,
-        situation,
-        subject,
-        doubt=False,
-        json_schema=schema,
+        ctx, "salience", instruction, situation, subject, doubt=False, json_schema=schema
     )
 
 
@@ -67,3 +62,11 @@ async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         # Unknown importance is not "unimportant": nothing is stored, and the trace says why.
         return {"salience": {"score": None, "summary": "", "malformed": True}}
     return {"salience": {"score": parsed.score, "summary": parsed.summary.strip()}}
+
+
+def _unscored(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    return {"salience": {"score": None, "summary": "", "failed": True}}
+
+
+FALLBACK = Fallback(_unscored, "nothing from this turn is remembered")
+"""A failed salience call: unknown importance, so nothing is stored."""

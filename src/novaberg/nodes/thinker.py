@@ -12,6 +12,9 @@ through the normaliser of the backend and model that ANSWERED (``thinking.py``):
 * both follow-ups fail: the last resort — the draft stays, a neutral gesture is appended, and a
   self-trigger event asks for a second full pass whose answer reaches the user as a follow-up
   message. A self-triggered pass never self-triggers again.
+
+Its calls failing after the queue's retries do not fail the turn: the draft stays as it is,
+unchecked, and the trace says so (:data:`FALLBACK`, ``graph/failure.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
+from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.prompts import thinker as texts
@@ -66,10 +70,7 @@ class _Loop:
         """One thinking call, read through the answering model's normaliser."""
         self.iterations += 1
         request = ChatRequest(
-            caller="thinker",
-            messages=self.messages,
-            think=True,
-            tools=self.ctx.tools.specs(),
+            caller="thinker", messages=self.messages, think=True, tools=self.ctx.tools.specs()
         )
         result = await self.ctx.llm(request)
         response = result.response
@@ -84,10 +85,7 @@ class _Loop:
                 raw=f"TOOL: {call.name}({json.dumps(call.arguments)})",
             )
         normalized = normalizer.normalize(response)
-        if normalized.outcome != "ok" and result.record.outcome in (
-            "ok",
-            "empty_answer",
-        ):
+        if normalized.outcome != "ok" and result.record.outcome in ("ok", "empty_answer"):
             result.record.outcome = normalized.outcome
         control = parse_control(normalized.content)
         if control is None and result.record.outcome == "ok":
@@ -181,3 +179,19 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[
         "thinker": loop.summary("last_resort"),
         "events": [{"type": "self_trigger", "id": event_id, "status": "pending"}],
     }
+
+
+def _draft_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    """The thinker failed: its calls so far, counted from the trace; the draft stays."""
+    first = [c.caller for c in ctx.trace.calls if c.attempt == 1]
+    return {
+        "thinker": {
+            "iterations": first.count("thinker"),
+            "followup_calls": first.count("thinker_nachfass"),
+            "result": "failed",
+            "tools": [],
+        }
+    }
+
+
+FALLBACK = Fallback(_draft_kept, "the draft stays unchecked")

@@ -5,6 +5,12 @@ and negative examples, sends ``think: false`` and must return ``{"vote", "reason
 of a round run concurrently through the model queue. Output that does not validate is retried
 once; then the vote counts as ``ok`` and says it was malformed (a broken judge must not block
 an answer, and must not pass unnoticed either).
+
+A judge whose call fails after the queue's retries (HTTP errors, timeouts, no backend)
+abstains: its vote is ``"abstained"`` with ``abstained: true`` and the reason, counted neither
+as ok nor as revise, the trace gets a notice naming the judge, and the others' votes decide. A
+judge that failed is not asked again in a later round of the same turn. When the corrector
+failed, the answer is unchanged: no second vote, the corrections end there.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.config import Settings
+from novaberg.errors import BackendError
+from novaberg.graph.failure import describe, record_failure
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.nodes.structured import ask_structured, schema_of
@@ -50,10 +58,27 @@ def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list
     return judging_prompt(ctx, caller, instruction, situation, subject, json_schema=schema)
 
 
-async def _vote(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> dict[str, Any]:
-    parsed = await ask_structured(
-        ctx, f"judge_{judge.name}", judge_messages(state, ctx, judge), Vote
-    )
+def abstention(judge: str, reason: str) -> dict[str, Any]:
+    return {
+        "judge": judge,
+        "vote": "abstained",
+        "reason": reason,
+        "malformed": False,
+        "abstained": True,
+    }
+
+
+async def _vote(
+    state: TurnState, ctx: TurnContext, judge: JudgeSpec, failed_before: bool
+) -> dict[str, Any]:
+    if failed_before:
+        return abstention(judge.name, "no vote: failed earlier in this turn")
+    caller = f"judge_{judge.name}"
+    try:
+        parsed = await _ask(state, ctx, judge)
+    except BackendError as exc:
+        record_failure(ctx, caller, exc, "it abstained; the other judges' votes decide")
+        return abstention(judge.name, f"no vote: {describe(exc)}")
     if parsed is None:
         return {"judge": judge.name, "vote": "ok", "reason": "", "malformed": True}
     return {
@@ -64,12 +89,22 @@ async def _vote(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> dict[st
     }
 
 
+async def _ask(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> Vote | None:
+    caller = f"judge_{judge.name}"
+    return await ask_structured(ctx, caller, judge_messages(state, ctx, judge), Vote)
+
+
 async def tribunal(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     judges = configured_judges(ctx.settings)
     if not judges:
         return {}  # no tribunal configured: the channel stays null
-    votes = list(await asyncio.gather(*(_vote(state, ctx, j) for j in judges)))
     previous = state.get("tribunal") or {}
+    if previous and (state.get("corrector") or {}).get("failed"):
+        return {"tribunal": {**previous, "correcting": False}}  # the answer did not change
+    failed = {
+        v["judge"] for round_ in previous.get("history", []) for v in round_ if v.get("abstained")
+    }
+    votes = list(await asyncio.gather(*(_vote(state, ctx, j, j.name in failed) for j in judges)))
     history = [*previous.get("history", []), votes]
     corrections = (state.get("corrector") or {}).get("rounds", 0)
     correcting = (
