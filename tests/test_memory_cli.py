@@ -83,6 +83,8 @@ def test_forget_makes_it_gone_for_good(memory_env: OllamaTestServer) -> None:
     assert FACT not in run("memory", "export").stdout
     assert "Loves sailing." not in run("memory", "export").stdout
     assert json.loads(run("memory", "profile", "--json").stdout)["adaptive"]["statements"] == []
+    emptied = run("memory", "profile").stdout
+    assert "No profile yet" in emptied and "adaptive (version" not in emptied  # no bare heading
     run("ask", "Do you know me?")
     prompt = json.dumps(memory_env.requests("/api/chat", caller="responder")[-1].body)
     assert FACT not in prompt and "Baltic" not in prompt and "Loves sailing." not in prompt
@@ -182,3 +184,54 @@ def test_an_export_of_another_user_or_with_dangling_links_is_refused(
 def test_users_see_only_their_own_memory(ollama_env: OllamaTestServer) -> None:
     remember(ollama_env)
     assert items("list", "--user", "bob") == []
+
+
+def v1_export(texts: list[str]) -> str:
+    return json.dumps(
+        {
+            "format": "novaberg-memory-export",
+            "schema_version": 1,
+            "user": "default",
+            "exported_at": "2026-11-01T10:00:00+00:00",
+            "memories": [
+                {
+                    "id": i,
+                    "kind": "short_term",
+                    "text": text,
+                    "score": 0.8,
+                    "source_turn_id": i,
+                    "created_at": "2026-11-01T09:00:00+00:00",
+                }
+                for i, text in enumerate(texts, start=1)
+            ],
+            "profile": [],
+            "timeline": [],
+        }
+    )
+
+
+def test_memory_list_pages_and_says_when_there_is_more(
+    memory_env: OllamaTestServer, tmp_path: Path
+) -> None:
+    file = tmp_path / "five.json"
+    file.write_text(v1_export([f"Item number {i}." for i in range(1, 6)]), encoding="utf-8")
+    assert run("memory", "import", str(file)).returncode == 0
+    first = run("memory", "list", "--limit", "2", "--json")
+    assert [i["text"] for i in json.loads(first.stdout)] == ["Item number 5.", "Item number 4."]
+    assert "--offset 2" in first.stderr
+    last = run("memory", "list", "--limit", "2", "--offset", "4")
+    assert "Item number 1." in last.stdout and "Item number 2." not in last.stdout
+    assert "more" not in last.stderr  # the last page says nothing more
+    middle = run("memory", "list", "--limit", "2", "--offset", "2")
+    assert "Item number 3." in middle.stdout and "--offset 4" in middle.stderr
+
+
+def test_import_says_what_it_did_in_sentences(ollama_env: OllamaTestServer, tmp_path: Path) -> None:
+    file = tmp_path / "two.json"
+    file.write_text(v1_export(["Ada keeps bees.", "Ada sails."]), encoding="utf-8")
+    done = run("memory", "import", str(file))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Imported 2 memory item(s).\nNo new profile versions.\n"
+    again = run("memory", "import", str(file))
+    assert "No new memory items (all were there already)." in again.stdout
+    assert "{" not in done.stdout + again.stdout

@@ -201,7 +201,9 @@ class Memory(BaseModel):
         5, ge=1, description="rewrite the core (stable) profile after every N new memory items"
     )
     jobs: bool = Field(
-        True, description="run the background memory jobs: consolidation, profile, timeline"
+        True,
+        description="run the background memory jobs: consolidation, profile, timeline (on "
+        "the embedded model only with memory.on_embedded)",
     )
     on_embedded: bool = Field(
         False, description="run the memory jobs on the embedded model too (slow, often wrong)"
