@@ -235,3 +235,18 @@ def test_import_says_what_it_did_in_sentences(ollama_env: OllamaTestServer, tmp_
     again = run("memory", "import", str(file))
     assert "No new memory items (all were there already)." in again.stdout
     assert "{" not in done.stdout + again.stdout
+
+
+def test_import_cleans_long_texts_and_invalid_utf8_and_says_so(
+    ollama_env: OllamaTestServer, tmp_path: Path
+) -> None:
+    raw = v1_export(["x" * 2500, "Ada keeps bees MARK."]).encode("utf-8")
+    file = tmp_path / "dirty.json"
+    file.write_bytes(raw.replace(b"MARK", b"\xff\xfe"))
+    done = run("memory", "import", str(file))
+    assert done.returncode == 0, done.stderr
+    assert "Imported 2 memory item(s)." in done.stdout
+    assert "1 text(s) were over the length limit and were truncated." in done.stdout
+    assert "1 text(s) had invalid UTF-8, replaced by U+FFFD." in done.stdout
+    texts = sorted(str(i["text"]) for i in items("list"))
+    assert texts == ["Ada keeps bees \ufffd\ufffd.", "x" * 2000]

@@ -162,7 +162,8 @@ def import_cmd(
     from novaberg.memory.transfer import import_user, parse_export
 
     db, who = _open(user)
-    raw = sys.stdin.read() if str(file) == "-" else _read(file)
+    # bytes: invalid UTF-8 in a text becomes U+FFFD (counted), not a codec error
+    raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
     export = guarded(lambda: parse_export(raw, who))
     counts = guarded(lambda: import_user(db, export))
     if as_json:
@@ -217,6 +218,8 @@ def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
 IMPORT_SENTENCES = {
     "memories": ("Imported {n} memory item(s).", "No new memory items (all were there already)."),
     "profile": ("Imported {n} profile version(s).", "No new profile versions."),
+    "truncated": ("{n} text(s) were over the length limit and were truncated.", ""),
+    "invalid_utf8": ("{n} text(s) had invalid UTF-8, replaced by U+FFFD.", ""),
 }
 
 
@@ -237,11 +240,11 @@ def _missing(memory_id: int, who: str) -> NoReturn:
     raise typer.Exit(EXIT_FAILURE)
 
 
-def _read(file: Path) -> str:
+def _read(file: Path) -> bytes:
     from novaberg.cli.common import err_console
 
     try:
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return file.read_bytes()
+    except OSError as exc:
         err_console.print(f"usage error: cannot read {file}: {exc}")
         raise typer.Exit(2) from None
