@@ -9,6 +9,7 @@ an ANSI colour, a bidi override, a zero-width joiner, a very long line.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pty
 import select
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from novaberg.cli.common import VisibleFormatter
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.text import is_blank, json_visible, visible
 from tests.test_cli import NOVABERG, run
@@ -82,6 +84,12 @@ def test_json_output_escapes_hidden_characters_but_keeps_the_data() -> None:
     assert json.loads(encoded) == data
     assert "\\u202e" in encoded and "\\udb40\\udc41" in encoded
     assert not any(ch in encoded for ch in "\u202e\u200d\u2028\x1b")
+
+
+def test_log_lines_show_hidden_characters_escaped() -> None:
+    record = logging.LogRecord("novaberg", logging.INFO, __file__, 1, "got %s", (HOSTILE,), None)
+    line = VisibleFormatter("%(message)s").format(record)
+    assert_literal(line)
 
 
 @pytest.mark.parametrize("text", ["\u200b\u200b", " \u200d\u2060 ", "\ufeff", "\u3164", ""])
