@@ -219,14 +219,14 @@ def test_export_then_import_restores_items_links_validity_and_profile(
     assert other.items(USER) == []
 
     counts = import_user(store.db, parse_export(json.dumps(exported), USER))
-    assert counts == {"memories": 3, "profile": 1}
+    assert counts == {"memories": 3, "profile": 1, "truncated": 0, "invalid_utf8": 0}
     items = {m.text: m for m in store.items(USER)}
     assert items["Ada lives in Hamburg."].superseded_by == items["Ada lives in Berlin."].id
     assert items["Christmas with Lena"].happens_on == "2026-12-24"
     profile = store.profile(USER)["core"]
     assert profile.statements == [Statement("Lives in Berlin.", [items["Ada lives in Berlin."].id])]
     again = import_user(store.db, parse_export(json.dumps(exported), USER))
-    assert again == {"memories": 0, "profile": 0}  # importing twice adds nothing
+    assert again["memories"] == again["profile"] == 0  # importing twice adds nothing
 
 
 def test_events_between_returns_dated_entries_in_order(store: MemoryStore) -> None:
@@ -238,3 +238,25 @@ def test_events_between_returns_dated_entries_in_order(store: MemoryStore) -> No
         ("2026-12-01", "Exam"),
         ("2026-12-03", "Dentist"),
     ]
+
+
+def test_import_truncates_long_texts_and_replaces_invalid_utf8_with_counts(
+    store: MemoryStore,
+) -> None:
+    add(store, "Ada keeps bees.", "k1")
+    add(store, "Ada sings.", "k2")
+    store.set_profile(USER, "core", [Statement("Keeps bees.", [])])
+    exported = export_user(store.db, USER)
+    exported["memories"][0]["text"] = "x" * 2001
+    exported["memories"][1]["text"] = "Ada sings BADBYTE."
+    exported["profile"][0]["statements"][0]["text"] = "Keeps BADBYTE bees."
+    raw = json.dumps(exported, ensure_ascii=False).encode().replace(b"BADBYTE", b"\xff\xfe")
+    for m in store.items(USER):
+        store.forget(USER, m.id)
+
+    counts = import_user(store.db, parse_export(raw, USER))
+
+    assert counts == {"memories": 2, "profile": 1, "truncated": 1, "invalid_utf8": 2}
+    texts = sorted(m.text for m in store.items(USER))
+    assert texts == ["Ada sings \ufffd\ufffd.", "x" * 2000]
+    assert store.profile(USER)["core"].text == "Keeps \ufffd\ufffd bees."

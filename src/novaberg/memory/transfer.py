@@ -1,7 +1,9 @@
 """Export and import of everything Nova knows about one user, as JSON.
 
 The format is versioned (``schema_version``); an import checks it whole before it changes
-anything, and writes in one transaction.
+anything, and writes in one transaction. Text is taken as the README says: invalid UTF-8
+becomes U+FFFD, a text over 2,000 characters is truncated, and the import's counts say how
+many texts were changed so (never a refusal of the whole file, never a codec error).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from dataclasses import asdict
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore, Statement
 from novaberg.storage.db import Database, now
-from novaberg.storage.text import MEMORY_TEXT_LIMIT
+from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
 
 FORMAT = "novaberg-memory-export"
 SCHEMA_VERSION = 2
@@ -28,7 +30,7 @@ class MemoryEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: int
     kind: Literal["short_term", "long_term", "event"]
-    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    text: str = Field(min_length=1)  # a longer text is truncated on import, with a count
     importance: float = Field(ge=0, le=1)
     item_key: str = Field(min_length=1, max_length=300)
     source_turn_id: int | None = None
@@ -45,7 +47,7 @@ class LegacyMemory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: int
     kind: Literal["short_term"]
-    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    text: str = Field(min_length=1)
     score: float = Field(ge=0, le=1)
     source_turn_id: int | None
     created_at: AwareDatetime
@@ -81,6 +83,8 @@ class Export(BaseModel):
     exported_at: str
     memories: list[MemoryEntry]
     profile: list[ProfileVersion]
+    _invalid_utf8: int = PrivateAttr(0)
+    """Strings of the file whose invalid UTF-8 became U+FFFD (set by :func:`parse_export`)."""
 
 
 class LegacyExport(BaseModel):
@@ -162,12 +166,20 @@ def export_user(db: Database, user: str) -> dict[str, Any]:
     }
 
 
-def parse_export(raw: str, user: str) -> Export:
-    """Check an export file whole; a clear :class:`UsageError` if it cannot be imported."""
+def parse_export(raw: str | bytes, user: str) -> Export:
+    """Check an export file whole; a clear :class:`UsageError` if it cannot be imported.
+
+    ``raw`` as bytes (the file as read) may hold invalid UTF-8: such bytes are kept apart
+    (``surrogateescape``) and become U+FFFD, counted, when the texts are stored.
+    """
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "surrogateescape")
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise UsageError(f"The file is not JSON ({exc}); nothing was imported.") from None
+    replaced: list[str] = []
+    data = _replace_invalid(data, replaced)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError("The file is not a Novaberg memory export; nothing was imported.")
     version = data.get("schema_version")
@@ -192,6 +204,7 @@ def parse_export(raw: str, user: str) -> Export:
             f"The export belongs to user {export.user!r}, not {user!r}; import it with "
             f"--user {export.user} (nothing was imported)."
         )
+    export._invalid_utf8 = len(replaced)
     known = {m.id for m in export.memories}
     for m in export.memories:
         dangling = [
@@ -207,8 +220,29 @@ def parse_export(raw: str, user: str) -> Export:
     return export
 
 
+def _replace_invalid(value: Any, replaced: list[str]) -> Any:
+    """Every string with invalid UTF-8 (lone surrogates) gets U+FFFD instead; each such string
+    is appended to ``replaced``."""
+    if isinstance(value, str):
+        cleaned = clean_text(value, limit=len(value))
+        if cleaned.replaced:
+            replaced.append(cleaned.text)
+        return cleaned.text if cleaned.replaced else value
+    if isinstance(value, list):
+        return [_replace_invalid(v, replaced) for v in value]
+    if isinstance(value, dict):
+        return {
+            _replace_invalid(k, replaced): _replace_invalid(v, replaced) for k, v in value.items()
+        }
+    return value
+
+
 def import_user(db: Database, export: Export) -> dict[str, int]:
     """Restore an export in one transaction; importing the same file again adds nothing.
+
+    Returns the counts: ``memories`` (items imported; one imported before is not counted
+    again), ``profile`` (versions imported), ``truncated`` (texts over 2,000 characters, cut
+    to that), ``invalid_utf8`` (texts whose invalid UTF-8 became U+FFFD).
 
     Ids are renumbered (links between items are kept); each item's key becomes
     ``import:<its key>``, which also records where it came from. Messages and turns are not
@@ -216,13 +250,21 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
     """
     new_ids: dict[int, int] = {}
     created: set[int] = set()
+    changed: list[Cleaned] = []
+
+    def clean(text: str, what: str) -> str:
+        cleaned = clean_text(text, MEMORY_TEXT_LIMIT, what)
+        if cleaned.replaced or cleaned.truncated:
+            changed.append(cleaned)
+        return cleaned.text
+
     with db.transaction() as c:
         for m in export.memories:
             result = MemoryStore.add(
                 c,
                 export.user,
                 m.kind,
-                m.text,
+                clean(m.text, f"memory {m.id} of the export"),
                 m.importance,
                 f"import:{m.item_key}",
                 happens_on=None if m.happens_on is None else m.happens_on.isoformat(),
@@ -255,13 +297,20 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
             ).rows
         }
         for p in export.profile:
-            if (p.part, p.text) in have:
-                continue  # imported before (or identical): not a new version
+            what = f"{p.part} profile version {p.version} of the export"
             statements = [
-                Statement(s.text, [new_ids[i] for i in s.sources if i in new_ids])
+                Statement(clean(s.text, what), [new_ids[i] for i in s.sources if i in new_ids])
                 for s in p.statements
-            ] or ([Statement(p.text, [])] if p.text else [])
+            ] or ([Statement(clean(p.text, what), [])] if p.text else [])
+            text = "\n".join(s.text for s in statements)
+            if (p.part, text) in have:
+                continue  # imported before (or identical): not a new version
             store.set_profile(export.user, p.part, statements, c)
-            have.add((p.part, p.text))
+            have.add((p.part, text))
             versions += 1
-    return {"memories": len(created), "profile": versions}
+    return {
+        "memories": len(created),
+        "profile": versions,
+        "truncated": sum(x.truncated for x in changed),
+        "invalid_utf8": export._invalid_utf8,
+    }

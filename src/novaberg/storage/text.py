@@ -19,17 +19,22 @@ MEMORY_TEXT_LIMIT = 2000
 class Cleaned:
     text: str
     notices: list[str] = field(default_factory=list)
+    replaced: bool = False
+    """Invalid UTF-8 (lone surrogates) was replaced by U+FFFD."""
+    truncated: bool = False
 
 
 def clean_text(text: str, limit: int = MEMORY_TEXT_LIMIT, what: str = "text") -> Cleaned:
     notices = []
-    if _SURROGATES.search(text):
+    replaced = bool(_SURROGATES.search(text))
+    if replaced:
         text = _SURROGATES.sub("\ufffd", text)
         notices.append(f"{what} had invalid UTF-8; the bad bytes were replaced by U+FFFD")
     if "\x00" in text:
         text = text.replace("\x00", "")
         notices.append(f"{what} had NUL bytes; they were removed")
-    if len(text) > limit:
+    truncated = len(text) > limit
+    if truncated:
         notices.append(f"{what} had {len(text)} characters; it was truncated to {limit}")
         text = text[:limit]
-    return Cleaned(text, notices)
+    return Cleaned(text, notices, replaced, truncated)
