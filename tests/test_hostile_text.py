@@ -176,7 +176,7 @@ def test_config_shows_a_hostile_setting_value_as_text(monkeypatch: pytest.Monkey
     assert_literal(done.stdout, ["m [/b] [link=http://evil.example]x[/link]", "\\x1b[31mred"])
 
 
-@pytest.mark.parametrize("value", ["[/b]", "[link=http://evil.example]x[/link]", "\x1b[31mred"])
+@pytest.mark.parametrize("value", ["[/b]", "[link=http://evil.example]x[/link]", "[bold red]x"])
 def test_a_hostile_bad_setting_is_a_usage_error_without_traceback(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
