@@ -299,3 +299,37 @@ async def test_a_job_runs_for_the_user_whose_turn_enqueued_it(
     store = MemoryStore(memory_engine.db)
     [fact] = store.items("bob", kind="long_term")
     assert fact.derived_from == [item] and store.items("default") == []
+
+
+async def test_a_german_setting_sends_german_job_prompts(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from novaberg.memory.job_prompts import job_prompts
+
+    monkeypatch.setenv("NOVABERG_LANGUAGE", "de")
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    monkeypatch.setenv("NOVABERG_MEMORY__CORE_EVERY", "1")
+    engine = await Engine.open(load_settings().settings)
+    try:
+        await salient_turn(
+            engine, ollama_env, "Morgen habe ich einen Zahnarzttermin.", "Ada geht zum Zahnarzt."
+        )
+        ollama_env.script("consolidate", said({"action": "new", "fact": "Ada hat einen Termin."}))
+        ollama_env.script("timeline", said({"events": [{"what": "Zahnarzt", "when": "morgen"}]}))
+        ollama_env.standing("*", said({"statements": []}))
+        await engine.run_background()
+    finally:
+        await engine.aclose()
+    de = job_prompts("de")
+    sent = {
+        caller: ollama_env.requests("/api/chat", caller=caller)[0].body["messages"]
+        for caller in ("consolidate", "timeline", "profile_adaptive", "profile_core")
+    }
+    assert sent["consolidate"][0]["content"] == de.consolidate
+    assert sent["consolidate"][1]["content"].startswith("BEKANNTE FAKTEN:\n(keine)")
+    assert "NEUER EINTRAG:\nAda geht zum Zahnarzt." in sent["consolidate"][1]["content"]
+    assert sent["timeline"][0]["content"] == de.timeline
+    assert sent["profile_adaptive"][0]["content"] == de.profile_adaptive
+    assert sent["profile_core"][0]["content"] == de.profile_core
+    assert sent["profile_core"][1]["content"].startswith("ERINNERUNGEN:\n")
+    assert de.consolidate != job_prompts("en").consolidate
