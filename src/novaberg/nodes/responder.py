@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
+from novaberg.echo import EchoFilter, EchoGuard
 from novaberg.errors import ModelOutputError
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -25,6 +27,8 @@ from novaberg.prompts.evaluation import Situation
 from novaberg.prompts.neutral import as_item, as_line, neutralise
 from novaberg.prompts.templates import Prompts
 from novaberg.prompts.thinker import SECOND_PASS
+
+log = logging.getLogger("novaberg")
 
 
 def _background(p: Prompts, situation: Situation) -> list[str]:
@@ -73,11 +77,7 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     fixed = messages_tokens(assemble(bare, [], message))
     if fixed > budget.prompt:  # last resort: the message alone does not fit the window
         message = cut_middle(message, estimate_tokens(message) - (fixed - budget.prompt) - 4)
-        note(
-            ctx.trace,
-            "responder",
-            "the user's message cut from the middle to fit the window",
-        )
+        note(ctx.trace, "responder", "the user's message cut from the middle to fit the window")
         fixed = messages_tokens(assemble(bare, [], message))
     room = max(0, budget.prompt - fixed)
     situation, cuts = fit_background(
@@ -94,16 +94,46 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     return assemble(situation, history, message)
 
 
+def instruction_texts(prompts: Prompts) -> list[str]:
+    """Nova's own instructions in the responder's system prompt, which a reply must never
+    repeat (the echo guard); memory, profile and timeline are the user's and may be quoted."""
+    today = date.today().isoformat()
+    return [
+        prompts.persona,
+        prompts.memory_intro,
+        prompts.profile_intro,
+        prompts.timeline_intro.format(today=today),
+        SECOND_PASS.get(prompts.language, SECOND_PASS["en"]),
+    ]
+
+
 async def responder(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     request = ChatRequest(caller="responder", messages=build_messages(state, ctx), think=False)
-    on_token = capped_stream(ctx.on_token, ctx.settings.limits.reply_chars)
-    for _ in range(2):
-        result = await ctx.llm(request, on_token=on_token)
+    guard = EchoGuard(instruction_texts(ctx.prompts))
+    rest = ""
+    for attempt in range(2):
+        stream = EchoFilter(guard, capped_stream(ctx.on_token, ctx.settings.limits.reply_chars))
+        result = await ctx.llm(request, on_token=stream.feed if ctx.on_token else None)
         text = result.response.content.strip()
-        if text:
+        echo = guard.find(text)
+        await stream.finish(echo)
+        if echo is None and text:
             text = bounded_reply(ctx, "responder", text)
             return {"draft": text, "reply": text}
+        if echo is not None:  # never shown or kept: regenerated once, then cut
+            rest = echo.cut(text)
+            step = "regenerated" if attempt == 0 else "cut" if rest else "nothing left"
+            result.record.outcome = "malformed"
+            result.record.error = (
+                f"echo: the reply repeated {echo.words} words of the system prompt; {step}"
+            )
+            log.warning("responder: the reply repeated the system prompt; %s", step)
+    if rest:
+        rest = bounded_reply(ctx, "responder", rest)
+        return {"draft": rest, "reply": rest}
+    what = "an empty answer" if result.record.outcome == "empty_answer" else "only its instructions"
     raise ModelOutputError(
-        f"{result.record.backend}/{result.record.model} returned an empty answer twice "
-        "(recorded as empty_answer). Try again, or try another model (NOVABERG_MODEL)."
+        f"{result.record.backend}/{result.record.model} returned {what} twice "
+        "(recorded as empty_answer or malformed). Try again, or try another model "
+        "(NOVABERG_MODEL; on the embedded backend NOVABERG_EMBEDDED_MODEL)."
     )
