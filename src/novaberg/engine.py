@@ -16,7 +16,7 @@ from novaberg.backends.base import TokenCallback
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
 from novaberg.config import Settings
-from novaberg.errors import NovabergError, UsageError
+from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory.store import MemoryStore
@@ -141,7 +141,9 @@ def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:
     """A job failure is recorded by the job; this catches what stopped the whole runner (an
     unusable database, say): its jobs stay pending and run next time."""
     if not task.cancelled() and task.exception() is not None:
-        log.error("memory jobs stopped: %s; they run again next time", task.exception())
+        exc = task.exception()
+        assert exc is not None
+        log.error("memory jobs stopped (%s); they run again next time", error_kind(exc))
 
 
 async def _warm_up(chain: BackendChain) -> None:

@@ -141,3 +141,24 @@ class UndeclaredChannelWrite(GraphError):
 
 class StorageError(NovabergError):
     """The database could not be opened, migrated or written."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind of a failure in a few words that carry no server, model or user text.
+
+    Log lines at WARNING and above, notices and stored reasons use this instead of ``str(exc)``:
+    an error's message may quote a server's error body, which may quote the prompt.
+    """
+    if isinstance(exc, NoBackendAvailable):
+        return "no backend could answer"
+    if isinstance(exc, ContextOverflow):
+        return "the prompt exceeded the context window"
+    if isinstance(exc, BackendTimeout):
+        return "timeout"
+    if isinstance(exc, BackendHTTPError):
+        return f"HTTP {exc.status}" if exc.status > 0 else "an error in the stream"
+    if isinstance(exc, BackendUnreachable):
+        return "server unreachable"
+    if isinstance(exc, StreamCut):
+        return "the stream was cut"
+    return type(exc).__name__

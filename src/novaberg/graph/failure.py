@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from novaberg.errors import BackendError, BackendHTTPError, BackendTimeout, NoBackendAvailable
+from novaberg.errors import BackendError, error_kind
 
 if TYPE_CHECKING:
     from novaberg.graph.state import TurnState
@@ -44,13 +44,7 @@ class Fallback:
 
 def describe(exc: BackendError) -> str:
     """The kind of failure, in a few words that carry no server or user text."""
-    if isinstance(exc, NoBackendAvailable):
-        return "no backend could answer"
-    if isinstance(exc, BackendTimeout):
-        return "timeout"
-    if isinstance(exc, BackendHTTPError):
-        return f"HTTP {exc.status}" if exc.status > 0 else "an error in the stream"
-    return type(exc).__name__
+    return error_kind(exc)
 
 
 def record_failure(ctx: TurnContext, part: str, exc: BackendError, consequence: str) -> str:

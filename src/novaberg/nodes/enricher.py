@@ -17,7 +17,7 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
-from novaberg.errors import BackendError
+from novaberg.errors import BackendError, error_kind
 from novaberg.graph.state import TurnState
 from novaberg.memory.retrieval import Retriever
 from novaberg.memory.store import MemoryStore
@@ -80,6 +80,8 @@ async def _message_vector(text: str, ctx: TurnContext) -> list[float] | None:
             [text], model, caller="embed", trace=ctx.trace, priority=FOREGROUND
         )
     except BackendError as exc:
-        log.warning("no embedding for this turn (%s); retrieval uses full-text only", exc)
+        log.warning(
+            "no embedding for this turn (%s); retrieval uses full-text only", error_kind(exc)
+        )
         return None
     return None if vectors is None else vectors[0]

@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
+from novaberg.errors import error_kind
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -167,10 +168,9 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[
         )
     except Exception as exc:
         log.error(
-            "self-trigger could NOT be enqueued (%s: %s); the draft stays without a "
+            "self-trigger could NOT be enqueued (%s); the draft stays without a "
             "promise of a follow-up",
-            type(exc).__name__,
-            exc,
+            error_kind(exc),
         )
         return {"thinker": loop.summary("unresolved")}
     gesture = _text(texts.GESTURE, ctx.settings.language)

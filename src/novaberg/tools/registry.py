@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from novaberg.errors import error_kind
 from novaberg.prompts.neutral import as_line, neutralise
 
 log = logging.getLogger("novaberg")
@@ -96,7 +97,9 @@ class ToolRegistry:
     async def call(self, name: str, arguments: dict[str, Any] | None, env: ToolEnv) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
-            log.warning("the model called an unknown tool %r; not executed", name)
+            log.warning(  # the name is model text: its length only
+                "the model called an unknown tool (a %d-character name); not executed", len(name)
+            )
             return ToolResult(
                 name,
                 False,
@@ -116,6 +119,6 @@ class ToolRegistry:
             if inspect.isawaitable(output):
                 output = await output
         except Exception as exc:  # a tool's failure is a result for the model, not a crash
-            log.warning("tool %s failed: %s: %s", name, type(exc).__name__, exc)
+            log.warning("tool %s failed (%s)", name, error_kind(exc))  # its message may quote text
             return ToolResult(name, False, f"The tool failed: {type(exc).__name__}: {exc}")
         return ToolResult(name, True, str(output))
