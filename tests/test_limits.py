@@ -15,11 +15,13 @@ from novaberg.engine import Engine
 from novaberg.memory.store import MemoryStore
 from novaberg.prompts.budget import (
     MESSAGE_TOKENS,
+    context_window,
     cut_middle,
     cut_reply,
     estimate_tokens,
     fair_shares,
     messages_tokens,
+    output_tokens,
 )
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.ollama_server import RecordedRequest
@@ -151,6 +153,17 @@ async def test_the_next_turn_sends_history_within_history_tokens(
     assert any(n.startswith("responder: history:") for n in notices), notices
 
 
+async def test_a_streamed_reply_stops_at_reply_chars(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content=LONG_REPLY))
+    pieces: list[str] = []
+    result = await engine.run_turn("Tell me about sailing.", on_token=pieces.append)
+    shown = "".join(pieces)
+    assert len(shown) <= engine.settings.limits.reply_chars
+    assert shown.startswith(result.reply)
+
+
 # -- output limits ------------------------------------------------------------------------------
 async def test_every_request_carries_its_nodes_output_limit(
     engine: Engine, server: OllamaTestServer
@@ -196,6 +209,7 @@ async def test_with_a_small_window_every_request_fits_the_estimate(
     assert len(result.reply) <= small_engine.settings.limits.reply_chars
     notices = trace_of(small_engine, result.turn_id)["notices"]
     assert any(n.startswith("thinker: an earlier tool result cut") for n in notices), notices
+    assert any(n.startswith("thinker: reply cut") for n in notices), notices  # RESULT: REVISED
     assert any(n.startswith("corrector: reply cut") for n in notices), notices
     for request in chats(server, "judge_") + chats(server, "corrector") + chats(server, "salience"):
         # fitted by the rule that keeps the subject: the last-resort cut of whole messages
@@ -251,6 +265,16 @@ def test_the_estimate_leans_high_and_a_middle_cut_keeps_both_ends() -> None:
     cut = cut_middle("A" * 3000 + "B" * 3000, 200)
     assert estimate_tokens(cut) <= 200
     assert cut.startswith("A") and cut.endswith("B") and "characters left out" in cut
+
+
+def test_the_embedded_model_caps_the_window_at_embedded_ctx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = limited(monkeypatch, LIMITS__CONTEXT_TOKENS="8192", EMBEDDED_CTX="2048")
+    assert context_window(settings, ["ollama"]) == 8192
+    assert context_window(settings, ["ollama", "embedded"]) == 2048
+    assert output_tokens("thinker", 2048) == 512  # never more than a quarter of the window
+    assert output_tokens("judge_brevity", 4096) == 160  # a custom judge is a judge
 
 
 def test_fair_shares_keep_small_parts_whole_and_split_the_rest() -> None:

@@ -112,8 +112,10 @@ async def responder(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     guard = EchoGuard(instruction_texts(ctx.prompts))
     rest = ""
     for attempt in range(2):
-        stream = EchoFilter(guard, capped_stream(ctx.on_token, ctx.settings.limits.reply_chars))
-        result = await ctx.llm(request, on_token=stream.feed if ctx.on_token else None)
+        stream = EchoFilter(guard, ctx.on_token)
+        # capped before the echo filter, which re-reads all it holds at every piece
+        feed = capped_stream(stream.feed, ctx.settings.limits.reply_chars)
+        result = await ctx.llm(request, on_token=feed if ctx.on_token else None)
         text = result.response.content.strip()
         echo = guard.find(text)
         await stream.finish(echo)
