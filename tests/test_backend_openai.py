@@ -359,3 +359,19 @@ async def test_an_overflow_reported_mid_stream_is_a_context_overflow(
     )
     with pytest.raises(ContextOverflow):
         await backend.chat(ChatRequest(caller="responder", messages=MSG), [].append)
+
+
+async def test_only_the_retry_of_an_empty_stream_goes_whole(
+    backend: OpenAICompatBackend, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="x", cut_after_chunks=0), Reply(content="whole"))
+    request = ChatRequest(caller="responder", messages=MSG)
+    with pytest.raises(StreamCut, match="before sending anything"):
+        await backend.chat(request, [].append)
+    await backend.chat(request, [].append)
+    await backend.chat(request, [].append)  # the same request later streams again
+    assert [r.body["stream"] for r in server.requests("/v1/chat/completions")] == [
+        True,
+        False,
+        True,
+    ]

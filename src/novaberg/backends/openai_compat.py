@@ -167,9 +167,12 @@ class OpenAICompatBackend:
         mode = self.json_mode(request)
         body = self._body(request, mode)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        retry_whole = digest in self._cut_before_data
+        if retry_whole:  # once: a later request with a listener streams again
+            self._cut_before_data.remove(digest)
         try:
             async with asyncio.timeout(self.timeouts.total_s):
-                if on_token is not None and digest not in self._cut_before_data:
+                if on_token is not None and not retry_whole:
                     response = await self._stream(request, body, mode, digest, on_token)
                 else:
                     response = await self._whole(request, body, mode)
