@@ -254,6 +254,17 @@ def test_chat_shows_a_revised_answer_below_the_streamed_draft(ollama_env: Ollama
     assert done.stdout.index("(revised after review)") < done.stdout.index("A warmer answer.")
 
 
+def test_chat_says_a_streamed_reply_was_cut_not_revised(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_LIMITS__REPLY_CHARS", "200")
+    ollama_env.script("responder", Reply(content="A sentence that goes on and on. " * 40))
+    done = run("chat", input="Erzähl mir was.\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert "(revised after review)" not in done.stdout
+    assert "(too long: Nova keeps the first" in done.stdout
+
+
 def test_eval_reports_every_seed_scenario_on_the_configured_backend(
     ollama_env: OllamaTestServer,
 ) -> None:

@@ -80,6 +80,11 @@ class TurnView:
             self.console.print(NOVA + styled(reply))
         elif final.startswith(shown) and final != shown:  # something was appended (a gesture)
             self.console.print(NOVA + styled(final[len(shown) :].strip()))
+        elif shown.startswith(final.removesuffix("…").rstrip()) and shown != final:
+            # cut at limits.reply_chars: what was shown beyond the cut is not kept
+            self.console.print(
+                styled((f"(too long: Nova keeps the first {len(final)} characters)", "dim"))
+            )
         elif shown != final:
             self.console.print(styled(("(revised after review)", "dim")))
             self.console.print(NOVA + styled(reply))
