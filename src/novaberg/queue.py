@@ -25,7 +25,13 @@ from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCall
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.guards import classify
 from novaberg.config import Retries
-from novaberg.errors import BackendError, ContextOverflow, FormatRefused, NoBackendAvailable
+from novaberg.errors import (
+    BackendError,
+    ContextOverflow,
+    FormatRefused,
+    NoBackendAvailable,
+    error_kind,
+)
 from novaberg.telemetry import CallRecord, JsonMode, Trace
 
 log = logging.getLogger("novaberg")
@@ -181,7 +187,7 @@ class ModelQueue:
                 causes.append(exc)
                 if not isinstance(exc, ContextOverflow | FormatRefused):
                     self.chain.failed(backend)  # the request's fault is not the backend's
-                log.warning("%s failed for %s: %s", backend.name, request.caller, exc)
+                log.warning("%s failed for %s (%s)", backend.name, request.caller, error_kind(exc))
                 if streamed.passed_on:
                     raise  # the user saw part of this answer: no silent second answer
                 continue
