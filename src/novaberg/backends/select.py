@@ -39,6 +39,7 @@ def make_backend(name: BackendName, settings: Settings) -> Backend:
         model_path=settings.embedded_model_path,
         n_ctx=settings.embedded_ctx,
         n_threads=settings.embedded_threads,
+        packaged=settings.embedded_model,
     )
 
 
@@ -62,7 +63,7 @@ async def choose_primary(settings: Settings, notices: list[str]) -> Backend:
     await ollama.aclose()
     notices.append(
         f"Ollama is not reachable at {settings.ollama_host} (OLLAMA_HOST); using the embedded "
-        "model (Gemma 3 270M, small and slow). Start Ollama or set NOVABERG_BACKEND to choose."
+        "model (tiny and slow). Start Ollama or set NOVABERG_BACKEND to choose."
     )
     return make_backend("embedded", settings)
 
