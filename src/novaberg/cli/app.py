@@ -131,6 +131,26 @@ def config_cmd(
     run_config(as_json=as_json)
 
 
+@app.command()
+def stats(
+    since: Annotated[
+        str, typer.Option("--since", help="The window: 7d, 24h or 30m (days, hours, minutes).")
+    ] = "7d",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the figures as one JSON object.")
+    ] = False,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Only this user's turns (default: all).")
+    ] = None,
+) -> None:
+    """How often each defence fired: per caller and backend the calls, p50/p95 latency and
+    outcomes; follow-up calls, last resorts, corrections per judge, turns by status and
+    background jobs by outcome, over the recorded calls, turns and events."""
+    from novaberg.cli.stats_cmd import run_stats
+
+    run_stats(since=since, as_json=as_json, user=user)
+
+
 @app.command("test-server")
 def test_server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

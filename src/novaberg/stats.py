@@ -1,0 +1,314 @@
+"""How often each defence fired: figures over the recorded calls, turns and events.
+
+One code path for SQLite and PostgreSQL: plain SQL through :class:`~novaberg.storage.db.Database`
+fetches the rows of the window (``--since``), and the figures are computed here in Python —
+counts, outcome counts, and latency percentiles by linear interpolation between the closest
+ranks (the same definition as PostgreSQL's ``percentile_cont``).
+
+Sources, and what survives ``memory forget``:
+
+- ``llm_calls``: one row per request sent (retries included): per caller and backend the count,
+  p50/p95 of ``duration_ms`` and the outcomes; follow-up calls are the requests of caller
+  ``thinker_nachfass`` (first attempts). Forget keeps these rows (it erases their errors only).
+- ``turns``: turns by status (window on ``started_at``); their traces give the thinker's results
+  and the tribunal's votes (corrections per judge). Forget erases a turn's trace, so a forgotten
+  turn counts in ``turns`` but not in ``thinker`` or ``corrections``.
+- ``events``: last resorts are the self-trigger events (one per last resort, by the status of
+  their second pass); background jobs by type and status. Forget keeps these rows.
+
+The shape of :meth:`Stats.contract_json` is the interface contract's (``../shared/DESIGN.md``,
+"Probe and stats contract"): ``calls`` and ``turns``, plus compatible extra keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from novaberg.errors import UsageError
+from novaberg.storage.db import Database
+from novaberg.telemetry import OUTCOMES
+
+FOLLOW_UP_CALLER = "thinker_nachfass"
+SELF_TRIGGER = "self_trigger"
+_SINCE = re.compile(r"^\s*(\d{1,6})\s*([dhm])\s*$")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def parse_since(text: str) -> timedelta:
+    """``7d``, ``24h`` or ``30m`` as a span of time; anything else is a usage error."""
+    match = _SINCE.match(text)
+    if match is None or int(match.group(1)) == 0:
+        raise UsageError(
+            f"--since takes a positive number of days, hours or minutes, like 7d, 24h or 30m "
+            f"(got {text!r})."
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ascending values, interpolated linearly between the
+    closest ranks (PostgreSQL's ``percentile_cont``); 0.0 for no values."""
+    if not ordered:
+        return 0.0
+    rank = (len(ordered) - 1) * q
+    low = math.floor(rank)
+    high = math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass
+class CallStats:
+    """The requests of one caller on one backend."""
+
+    caller: str
+    backend: str
+    durations: list[float] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def count(self) -> int:
+        return len(self.durations)
+
+    def view(self) -> dict[str, Any]:
+        ordered = sorted(self.durations)
+        outcomes = {o: self.outcomes.get(o, 0) for o in OUTCOMES}
+        outcomes.update({o: n for o, n in self.outcomes.items() if o not in outcomes})
+        return {
+            "caller": self.caller,
+            "backend": self.backend,
+            "count": self.count,
+            "p50_ms": round(percentile(ordered, 0.5), 1),
+            "p95_ms": round(percentile(ordered, 0.95), 1),
+            "outcomes": outcomes,
+        }
+
+
+@dataclass
+class JudgeStats:
+    """One judge's votes over the window's stored tribunal histories."""
+
+    votes: int = 0
+    revise: int = 0
+    corrections: int = 0
+    """Revise votes that sent the answer to the corrector."""
+    abstained: int = 0
+    malformed: int = 0
+
+    def view(self) -> dict[str, int]:
+        return {
+            "votes": self.votes,
+            "revise": self.revise,
+            "corrections": self.corrections,
+            "abstained": self.abstained,
+            "malformed": self.malformed,
+        }
+
+
+@dataclass
+class Stats:
+    since: datetime
+    user: str | None
+    calls: list[CallStats]
+    turns: dict[str, int]
+    followup_calls: int
+    followup_turns: int
+    last_resorts: dict[str, int]
+    """Self-trigger events by status (one per last resort)."""
+    thinker: dict[str, int]
+    corrections: dict[str, JudgeStats]
+    jobs: dict[str, dict[str, int]]
+    older_records: bool
+    """Whether the database holds records older than the window (for the empty message)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.calls and not self.turns and not self.jobs and not self.last_resorts
+
+    def contract_json(self) -> dict[str, Any]:
+        return {
+            "calls": [c.view() for c in self.calls],
+            "turns": dict(self.turns),
+            "since": self.since.isoformat(timespec="seconds"),
+            "user": self.user,
+            "followup_calls": {"calls": self.followup_calls, "turns": self.followup_turns},
+            "last_resorts": {
+                "count": sum(self.last_resorts.values()),
+                "second_passes": dict(self.last_resorts),
+            },
+            "thinker": dict(self.thinker),
+            "corrections": {judge: s.view() for judge, s in self.corrections.items()},
+            "jobs": {kind: dict(by) for kind, by in self.jobs.items()},
+        }
+
+
+def collect(db: Database, window: timedelta, user: str | None = None) -> Stats:
+    """The figures of the last ``window`` (all users' when ``user`` is None)."""
+    since = datetime.now(UTC) - window
+    cutoff = since.isoformat(timespec="milliseconds")
+    calls, followups, followup_turns = _calls(db, cutoff, user)
+    turns, thinker, corrections = _turns(db, cutoff, user)
+    last_resorts, jobs = _events(db, cutoff, user)
+    stats = Stats(
+        since=since,
+        user=user,
+        calls=calls,
+        turns=turns,
+        followup_calls=followups,
+        followup_turns=followup_turns,
+        last_resorts=last_resorts,
+        thinker=thinker,
+        corrections=corrections,
+        jobs=jobs,
+        older_records=False,
+    )
+    if stats.empty:
+        stats.older_records = _has_older(db, cutoff, user)
+    return stats
+
+
+def _owner(column: str, user: str | None) -> tuple[str, list[Any]]:
+    """A join that finds the conversation's owner, and the condition on it."""
+    if user is None:
+        return "", []
+    return (
+        f" JOIN conversations v ON v.id = {column}",
+        [user],
+    )
+
+
+def _calls(db: Database, cutoff: str, user: str | None) -> tuple[list[CallStats], int, int]:
+    sql = (
+        "SELECT c.caller, c.backend, c.outcome, c.duration_ms, c.attempt, c.turn_id "
+        "FROM llm_calls c"
+    )
+    params: list[Any] = []
+    if user is not None:
+        sql += (
+            " LEFT JOIN turns t ON t.id = c.turn_id LEFT JOIN events e ON e.id = c.event_id"
+            " JOIN conversations v ON v.id = COALESCE(t.conversation_id, e.conversation_id)"
+        )
+    sql += " WHERE c.created_at >= ?"
+    params.append(cutoff)
+    if user is not None:
+        sql += " AND v.user_id = ?"
+        params.append(user)
+    groups: dict[tuple[str, str], CallStats] = {}
+    followups = 0
+    followup_turns: set[int] = set()
+    for row in db.query(sql, params):
+        key = (str(row["caller"]), str(row["backend"]))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = CallStats(*key)
+        group.durations.append(float(row["duration_ms"]))
+        group.outcomes[str(row["outcome"])] += 1
+        if key[0] == FOLLOW_UP_CALLER and int(row["attempt"]) == 1:
+            followups += 1
+            if row["turn_id"] is not None:
+                followup_turns.add(int(row["turn_id"]))
+    ordered = [groups[k] for k in sorted(groups)]
+    return ordered, followups, len(followup_turns)
+
+
+def _turns(
+    db: Database, cutoff: str, user: str | None
+) -> tuple[dict[str, int], dict[str, int], dict[str, JudgeStats]]:
+    join, params = _owner("t.conversation_id", user)
+    where = " WHERE t.started_at >= ?" + (" AND v.user_id = ?" if user is not None else "")
+    counted = db.query(
+        f"SELECT t.status, COUNT(*) AS n FROM turns t{join}{where} GROUP BY t.status "
+        "ORDER BY t.status",
+        [cutoff, *params],
+    )
+    turns = {str(r["status"]): int(r["n"]) for r in counted}
+    thinker: Counter[str] = Counter()
+    judges: dict[str, JudgeStats] = defaultdict(JudgeStats)
+    rows = db.query(
+        f"SELECT t.trace_json FROM turns t{join}{where} AND t.status = 'done' "
+        "AND t.trace_json IS NOT NULL ORDER BY t.id",
+        [cutoff, *params],
+    )
+    for row in rows:
+        trace = _trace(row["trace_json"])
+        ran = trace.get("thinker")
+        if isinstance(ran, dict) and isinstance(ran.get("result"), str):
+            thinker[ran["result"]] += 1
+        _count_votes(trace, judges)
+    return turns, dict(sorted(thinker.items())), dict(sorted(judges.items()))
+
+
+def _trace(text: Any) -> dict[str, Any]:
+    try:
+        trace = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return trace if isinstance(trace, dict) else {}
+
+
+def _count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
+    """Every round of a turn's tribunal; a round is followed by a correction when the corrector
+    ran after it (``corrector.rounds`` counts those runs)."""
+    court = trace.get("tribunal")
+    if not isinstance(court, dict):
+        return
+    corrector = trace.get("corrector")
+    corrected = corrector.get("rounds", 0) if isinstance(corrector, dict) else 0
+    history = court.get("history")
+    if not isinstance(history, list):
+        return
+    for index, round_ in enumerate(history):
+        if not isinstance(round_, list):
+            continue
+        for vote in round_:
+            if not isinstance(vote, dict) or not isinstance(vote.get("judge"), str):
+                continue
+            judge = judges[vote["judge"]]
+            if vote.get("abstained"):
+                judge.abstained += 1
+                continue
+            judge.votes += 1
+            judge.malformed += bool(vote.get("malformed"))
+            if vote.get("vote") == "revise":
+                judge.revise += 1
+                judge.corrections += index < corrected
+
+
+def _events(
+    db: Database, cutoff: str, user: str | None
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    join, params = _owner("e.conversation_id", user)
+    where = " WHERE e.created_at >= ?" + (" AND v.user_id = ?" if user is not None else "")
+    rows = db.query(
+        f"SELECT e.type, e.status, COUNT(*) AS n FROM events e{join}{where} "
+        "GROUP BY e.type, e.status ORDER BY e.type, e.status",
+        [cutoff, *params],
+    )
+    last_resorts: dict[str, int] = {}
+    jobs: dict[str, dict[str, int]] = {}
+    for row in rows:
+        kind, status, n = str(row["type"]), str(row["status"]), int(row["n"])
+        if kind == SELF_TRIGGER:
+            last_resorts[status] = n
+        else:
+            jobs.setdefault(kind, {})[status] = n
+    return last_resorts, jobs
+
+
+def _has_older(db: Database, cutoff: str, user: str | None) -> bool:
+    join, params = _owner("t.conversation_id", user)
+    found = db.scalar(
+        f"SELECT COUNT(*) AS n FROM turns t{join} WHERE t.started_at < ?"
+        + (" AND v.user_id = ?" if user is not None else ""),
+        [cutoff, *params],
+    )
+    if found:
+        return True
+    if user is None:
+        return bool(db.scalar("SELECT COUNT(*) AS n FROM llm_calls WHERE created_at < ?", [cutoff]))
+    return False
