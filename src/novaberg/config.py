@@ -234,6 +234,17 @@ class Limits(BaseModel):
     )
 
 
+class Telemetry(BaseModel):
+    """What OpenTelemetry spans carry (exported only when OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
+
+    model_config = ConfigDict(extra="forbid")
+    export_text: bool = Field(
+        False,
+        description="put message text into the exported spans (the prompts sent to each model, "
+        "its answers, the user's message and the reply); off: only counts, names and outcomes",
+    )
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -327,6 +338,7 @@ class Settings(BaseSettings):
     thinker: Thinker = Field(default_factory=Thinker)
     memory: Memory = Field(default_factory=Memory)
     limits: Limits = Field(default_factory=Limits)
+    telemetry: Telemetry = Field(default_factory=Telemetry)
 
     @field_validator("fallback", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from novaberg import otel
 from novaberg.backends.base import TokenCallback
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
@@ -193,6 +194,7 @@ class Engine:
         except BaseException:
             compiling.cancel()
             raise
+        otel.configure(settings, notices)
         try:
             await _warm_up(chain)
             db = Database(settings.database, settings.timeouts.database_s)
@@ -211,6 +213,7 @@ class Engine:
                 await self._background
         await self.chain.aclose()
         self.db.close()
+        otel.flush()
 
     def conversation_for(self, conversation_id: int | None) -> int:
         if conversation_id is None:
@@ -310,7 +313,13 @@ class Engine:
             "events": [],
         }
         try:
-            output = await self.graph.ainvoke(state, config={"configurable": {"turn": ctx}})
+            output = await otel.turn(
+                self.graph.ainvoke(state, config={"configurable": {"turn": ctx}}),
+                turn_id=turn_id,
+                conversation_id=conversation,
+                origin=origin,
+                text=message,
+            )
             final = cast(TurnState, output)
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.db.end_turn_unfinished(

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import cast
 
+from novaberg import otel
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback, emit
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.guards import classify
@@ -157,6 +158,7 @@ class ModelQueue:
             vectors: list[list[float]] = await embed(texts, model, caller)
         except BackendError as exc:
             _fill_failure(record, exc, started)
+            otel.model_call(record, model, error=exc, operation="embeddings")
             raise
         finally:
             slots.release()
@@ -164,11 +166,13 @@ class ModelQueue:
             trace.add_call(record)
         if len(vectors) != len(texts):
             record.outcome = "malformed"
+            otel.model_call(record, model, operation="embeddings")
             raise BackendError(
                 f"{backend.name} returned {len(vectors)} embeddings for {len(texts)} texts",
                 backend=backend.name,
             )
         record.content_len = sum(len(v) for v in vectors)
+        otel.model_call(record, model, operation="embeddings")
         return vectors
 
     async def _submit(
@@ -231,6 +235,7 @@ class ModelQueue:
                 _fill_failure(record, exc, started)
                 record.json_mode = cast(JsonMode, exc.refused)  # what this request asked for
                 trace.add_call(record)
+                otel.model_call(record, backend.model, request=request, error=exc)
                 steps += 1
                 if not exc.stepped_down or steps > MAX_FORMAT_STEPS or streamed.passed_on:
                     raise
@@ -239,6 +244,7 @@ class ModelQueue:
             except BackendError as exc:
                 _fill_failure(record, exc, started)
                 trace.add_call(record)
+                otel.model_call(record, backend.model, request=request, error=exc)
                 failures += 1
                 if not exc.retryable or failures >= self.retries.attempts or streamed.passed_on:
                     raise
@@ -246,11 +252,12 @@ class ModelQueue:
                 log.info("retrying %s on %s in %.2fs: %s", request.caller, backend.name, delay, exc)
                 await asyncio.sleep(delay)
                 continue
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as cancelled:
                 record.outcome = "error"
                 record.error = "cancelled: the turn was aborted"
                 record.ms = (time.perf_counter() - started) * 1000
                 trace.add_call(record)
+                otel.model_call(record, backend.model, request=request, error=cancelled)
                 raise
             finally:
                 slots.release()
@@ -266,6 +273,7 @@ class ModelQueue:
             record.tool_calls = len(response.tool_calls)
             record.outcome = classify(request, response)
             trace.add_call(record)
+            otel.model_call(record, backend.model, request=request, response=response)
             if response.prompt_cut:
                 log.warning(
                     "%s: %s read %d prompt tokens of about %d sent: the prompt was cut to the "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from novaberg import otel
 from novaberg.errors import BackendError, GraphError
 from novaberg.graph.failure import Fallback, essential_failed, record_failure
 from novaberg.graph.state import DECLARED_CHANNELS, TurnState, check_writes
@@ -68,7 +69,7 @@ def strict(
         ctx: TurnContext = config["configurable"]["turn"]
         ctx.entered(name)
         try:
-            update = await fn(state, ctx)
+            update = await otel.node(name, fn(state, ctx))
         except BackendError as exc:
             if fallback is None:
                 essential_failed(name, exc)
