@@ -172,8 +172,9 @@ class OllamaBackend:
     async def _request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
         caps = await self.capabilities()
         kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages}
-        if "thinking" in caps:
-            # Explicit on every call: omitted means "think" for such a model.
+        if "thinking" in caps and request.think is not None:
+            # Explicit on every call that says (every node does): omitted means "think" for
+            # such a model. ``think=None`` leaves it out (the probe measures that default).
             kwargs["think"] = bool(request.think)
         if request.tools:
             if "tools" not in caps:
@@ -296,6 +297,29 @@ class OllamaBackend:
             backend=self.name,
             model=self.model,
         )
+
+    async def context_claims(self, caller: str) -> tuple[int | None, int | None]:
+        """What the server says of the model's context window: the most the model could take
+        (``/api/show``'s ``model_info["<arch>.context_length"]``) and the runtime context it is
+        loaded with now (``/api/ps``); ``None`` where the server does not say."""
+        token = current_caller.set(caller)
+        try:
+            shown = await self._get_client().show(self.model)
+            loaded = await self._loaded()
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                raise await self._model_missing() from None
+            raise self._translate(exc) from None
+        except Exception as exc:
+            raise self._translate(exc) from None
+        finally:
+            current_caller.reset(token)
+        info = shown.modelinfo or {}
+        claimed = next(
+            (int(v) for k, v in info.items() if k.endswith(".context_length") and v), None
+        )
+        running = next((m.context_length for m in loaded.models if m.model == self.model), None)
+        return claimed, running or None
 
     async def _loaded(self) -> Any:
         """``GET /api/ps`` (the models loaded now, with their runtime context), through the

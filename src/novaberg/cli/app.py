@@ -151,6 +151,41 @@ def stats(
     run_stats(since=since, as_json=as_json, user=user)
 
 
+@app.command()
+def probe(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="The model to probe (default: configured).")
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="ollama or openai (default: the configured backend)."),
+    ] = None,
+    trials: Annotated[
+        int, typer.Option("--trials", "-n", min=1, max=1000, help="Trials per condition.")
+    ] = 20,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="Seconds each request may take, at most.")
+    ] = 120.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the findings as one JSON object (the contract).")
+    ] = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Measure your server's and model's quirks: the think/content split, dropped tool calls,
+    structured output, silent prompt truncation, the think flag, latency. Prints a verdict per
+    fault and stores the run; exits 1 only when the server cannot be probed at all."""
+    from novaberg.cli.probe_cmd import run_probe_cmd
+
+    run_probe_cmd(
+        backend=backend,
+        model=model,
+        trials=trials,
+        timeout_s=timeout,
+        as_json=as_json,
+        verbose=verbose,
+    )
+
+
 @app.command("test-server")
 def test_server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

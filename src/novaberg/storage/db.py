@@ -284,21 +284,28 @@ def _new_id(result: Result) -> int:
 
 
 def insert_calls(
-    c: Connection, calls: list[CallRecord], *, turn_id: int | None, event_id: int | None = None
+    c: Connection,
+    calls: list[CallRecord],
+    *,
+    turn_id: int | None,
+    event_id: int | None = None,
+    probe_run_id: int | None = None,
 ) -> None:
-    """One row per request sent (retries included), in the order they were sent."""
+    """One row per request sent (retries included), in the order they were sent; of a turn, a
+    background job (``event_id``) or a ``novaberg probe`` run (``probe_run_id``)."""
     if not calls:
         return
     stamp = now()
     c.executemany(
-        "INSERT INTO llm_calls (turn_id, event_id, seq, caller, backend, model, think, "
-        "content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
+        "INSERT INTO llm_calls (turn_id, event_id, probe_run_id, seq, caller, backend, model, "
+        "think, content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
         "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 turn_id,
                 event_id,
+                probe_run_id,
                 seq,
                 r.caller,
                 r.backend,

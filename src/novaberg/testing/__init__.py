@@ -7,7 +7,20 @@ with OllamaTestServer() as server:
     ...  # point OLLAMA_HOST at server.url
 """
 
-from novaberg.testing.ollama_server import ModelSpec, OllamaTestServer, RecordedRequest, Reply
+from novaberg.testing.ollama_server import (
+    Match,
+    ModelSpec,
+    OllamaTestServer,
+    RecordedRequest,
+    Reply,
+)
 from novaberg.testing.searxng_server import SearxngTestServer
 
-__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "SearxngTestServer"]
+__all__ = [
+    "Match",
+    "ModelSpec",
+    "OllamaTestServer",
+    "RecordedRequest",
+    "Reply",
+    "SearxngTestServer",
+]

@@ -10,6 +10,12 @@ lines mid-stream, streams cut before their done chunk, and a prompt longer than 
 context (``options.num_ctx``, else :attr:`ServerState.context_length`) cut from the head
 silently, with ``prompt_eval_count`` saying how much was read.
 
+Each fault can be scripted at an exact rate, for one condition of a caller's requests:
+``server.script_mix("probe_tools", [(Reply.dropped_tool_call("lookup_order"), 14), (None, 6)],
+match=Match(lacks="lookup_order"))`` answers exactly 14 of the next 20 such requests with the
+fault (in a shuffled order) and the other 6 as the server would (:class:`Match`,
+:func:`exact_mix`).
+
 Its ``/v1`` side can behave like llama-cpp-python's server instead: refuse ``response_format``
 types it does not know with HTTP 500 (:attr:`ServerState.v1_json_modes`), and refuse a prompt
 longer than its context (:attr:`ServerState.v1_overflow`): HTTP 400 when not streaming, an empty
@@ -36,10 +42,18 @@ from typing import Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from novaberg.testing.replies import ReasoningStyle, Reply, sample_for_schema
+from novaberg.testing.replies import Match, ReasoningStyle, Reply, exact_mix, sample_for_schema
 from novaberg.testing.serve import ThreadedServer
 
-__all__ = ["ModelSpec", "OllamaTestServer", "RecordedRequest", "Reply", "Truncation", "create_app"]
+__all__ = [
+    "Match",
+    "ModelSpec",
+    "OllamaTestServer",
+    "RecordedRequest",
+    "Reply",
+    "Truncation",
+    "create_app",
+]
 
 CALLER_HEADER = "x-novaberg-caller"
 SERVER_VERSION = "0.13.0"
@@ -68,6 +82,8 @@ class ModelSpec:
     capabilities: tuple[str, ...] = ("completion", "tools", "thinking")
     family: str = "qwen3"
     parameter_size: str = "4.0B"
+    context_length: int = 40960
+    """The most the model could take, as ``/api/show`` reports it (not the runtime context)."""
 
 
 DEFAULT_MODELS = (
@@ -122,7 +138,10 @@ class ServerState:
     v1_overflow: Literal["truncate", "refuse"] = "truncate"
     """``/v1`` with a prompt longer than ``context_length``: cut it silently (Ollama's /v1) or
     refuse it (llama-cpp-python: 400 ``context_length_exceeded``, or an empty 200 stream)."""
-    scripts: dict[str, deque[Reply]] = field(default_factory=lambda: defaultdict(deque))
+    scripts: dict[str, deque[Reply | None]] = field(default_factory=lambda: defaultdict(deque))
+    """Replies queued per caller; ``None``: the standing reply or the server's own answer."""
+    matched: list[tuple[str, Match, deque[Reply | None]]] = field(default_factory=list)
+    """Replies queued per caller for the requests a :class:`Match` picks (tried first)."""
     standing: dict[str, Reply] = field(default_factory=dict)
     requests: list[RecordedRequest] = field(default_factory=list)
     truncations: list[Truncation] = field(default_factory=list)
@@ -134,6 +153,7 @@ class ServerState:
         """Forget scripts, recorded requests and loaded models; undo every setting."""
         with self.lock:
             self.scripts.clear()
+            self.matched.clear()
             self.standing.clear()
             self.requests.clear()
             self.truncations.clear()
@@ -161,12 +181,30 @@ class ServerState:
             )
         return kept
 
-    def next_reply(self, caller: str) -> Reply | None:
+    def queue(self, caller: str, replies: list[Reply | None], match: Match | None = None) -> None:
+        """Queue ``replies`` for ``caller``'s requests (those ``match`` picks, if given)."""
         with self.lock:
+            if match is None:
+                self.scripts[caller].extend(replies)
+                return
+            for who, how, queued in self.matched:
+                if who == caller and how == match:
+                    queued.extend(replies)
+                    return
+            self.matched.append((caller, match, deque(replies)))
+
+    def next_reply(self, caller: str, body: dict[str, Any] | None = None) -> Reply | None:
+        with self.lock:
+            for who, match, matched in self.matched:
+                if who == caller and matched and body is not None and match.matches(body):
+                    return matched.popleft() or self._standing(caller)
             queued = self.scripts.get(caller)
             if queued:
-                return queued.popleft()
-            return self.standing.get(caller) or self.standing.get("*")
+                return queued.popleft() or self._standing(caller)
+            return self._standing(caller)
+
+    def _standing(self, caller: str) -> Reply | None:
+        return self.standing.get(caller) or self.standing.get("*")
 
 
 def create_app(state: ServerState) -> FastAPI:
@@ -222,7 +260,10 @@ def create_app(state: ServerState) -> FastAPI:
                 "parameters": "",
                 "template": "{{ .Prompt }}",
                 "details": _details(spec),
-                "model_info": {"general.architecture": spec.family},
+                "model_info": {
+                    "general.architecture": spec.family,
+                    f"{spec.family}.context_length": spec.context_length,
+                },
                 "capabilities": list(spec.capabilities),
             }
         )
@@ -257,7 +298,7 @@ def create_app(state: ServerState) -> FastAPI:
         tools = body.get("tools") or []
         if tools and "tools" not in spec.capabilities:
             return _error(400, f"registry.ollama.ai/library/{spec.name} does not support tools")
-        reply = state.next_reply(caller) or _default_reply(body)
+        reply = state.next_reply(caller, body) or _default_reply(body)
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
             return _error(reply.status, reply.error)
@@ -265,7 +306,7 @@ def create_app(state: ServerState) -> FastAPI:
         window = min(reply.context_limit or 1 << 30, options.get("num_ctx") or state.context_length)
         read = state.read_prompt(request.url.path, caller, spec.name, body, window)
         thinks = think not in (None, False) or (think is None and "thinking" in spec.capabilities)
-        default_thinking = state.default_thinking if think is None else ""
+        default_thinking = state.default_thinking if think is None or reply.thinks else ""
         rendered = _render(reply, tools, thinks, default_thinking, read)
         if body.get("stream", True) is False:
             return JSONResponse(_ollama_final(spec.name, reply, rendered, received, whole=True))
@@ -333,7 +374,7 @@ def create_app(state: ServerState) -> FastAPI:
                 "invalid_request_error",
                 code="context_length_exceeded",
             )
-        reply = state.next_reply(caller) or _default_reply(body)
+        reply = state.next_reply(caller, body) or _default_reply(body)
         await asyncio.sleep(state.delay_s + reply.delay_s)
         if reply.status is not None:
             return _v1_error(reply.status, reply.error, "api_error")
@@ -358,11 +399,18 @@ def create_app(state: ServerState) -> FastAPI:
     @app.post("/_novaberg/script")
     async def script(request: Request) -> dict[str, Any]:
         body = await request.json()
-        replies = [Reply.model_validate(r) for r in body.get("replies", [])]
-        with state.lock:
-            state.scripts[body.get("caller", "*")].extend(replies)
-            if "standing" in body:
-                state.standing[body.get("caller", "*")] = Reply.model_validate(body["standing"])
+        caller = body.get("caller", "*")
+        replies: list[Reply | None] = [Reply.model_validate(r) for r in body.get("replies", [])]
+        mix = [
+            (None if m.get("reply") is None else Reply.model_validate(m["reply"]), m["times"])
+            for m in body.get("mix", [])
+        ]
+        replies += exact_mix(mix, seed=body.get("seed", 0))
+        match = Match.model_validate(body["match"]) if body.get("match") else None
+        state.queue(caller, replies, match)
+        if "standing" in body:
+            with state.lock:
+                state.standing[caller] = Reply.model_validate(body["standing"])
         return {"queued": len(replies)}
 
     @app.post("/_novaberg/reset")
@@ -470,6 +518,7 @@ def _render(
 ) -> _Rendered:
     declared = {(t.get("function") or {}).get("name") for t in tools}
     calls = [c for c in reply.tool_calls if c.get("name") in declared]
+    thinks = thinks if reply.thinks is None else reply.thinks
     thinking = (reply.thinking or default_thinking) if thinks else ""
     words = len(reply.content.split()) + len(reply.thinking.split()) + 5 * len(reply.tool_calls)
     eval_count = reply.eval_count if reply.eval_count is not None else max(1, words)
@@ -659,10 +708,40 @@ class OllamaTestServer:
         return self._runner.url
 
     # scripting
-    def script(self, caller: str, *replies: Reply) -> None:
-        """Queue replies for requests from ``caller`` (``"*"``: any caller without its own)."""
-        with self.state.lock:
-            self.state.scripts[caller].extend(replies)
+    def script(self, caller: str, *replies: Reply, match: Match | None = None) -> None:
+        """Queue replies for requests from ``caller`` (``"*"``: any caller without its own);
+        with ``match``, for those of its requests the match picks (they are tried first)."""
+        self.state.queue(caller, list(replies), match)
+
+    def script_mix(
+        self,
+        caller: str,
+        mix: list[tuple[Reply | None, int]],
+        *,
+        match: Match | None = None,
+        seed: int = 0,
+    ) -> None:
+        """Faults at exact rates: each reply of ``mix`` for exactly as many of the next
+        requests as given, in a shuffled order (:func:`exact_mix`; ``None``: the server's own
+        answer)."""
+        self.state.queue(caller, exact_mix(mix, seed), match)
+
+    def script_rate(
+        self,
+        caller: str,
+        fault: Reply,
+        times: int,
+        of: int,
+        *,
+        otherwise: Reply | None = None,
+        match: Match | None = None,
+        seed: int = 0,
+    ) -> None:
+        """``fault`` in exactly ``times`` of the next ``of`` requests, ``otherwise`` (default:
+        the server's own answer) in the rest."""
+        if not 0 <= times <= of:
+            raise ValueError(f"times must be between 0 and of ({of}), not {times}")
+        self.script_mix(caller, [(fault, times), (otherwise, of - times)], match=match, seed=seed)
 
     def standing(self, caller: str, reply: Reply) -> None:
         """Answer every request from ``caller`` with ``reply`` once its queue is empty."""
@@ -692,7 +771,11 @@ class OllamaTestServer:
     def pending(self) -> dict[str, int]:
         """Scripted replies not consumed yet, per caller (a test should end with none)."""
         with self.state.lock:
-            return {k: len(v) for k, v in self.state.scripts.items() if v}
+            pending = {k: len(v) for k, v in self.state.scripts.items() if v}
+            for caller, _, queued in self.state.matched:
+                if queued:
+                    pending[caller] = pending.get(caller, 0) + len(queued)
+            return pending
 
     # lifecycle
     def start(self) -> OllamaTestServer:

@@ -6,6 +6,8 @@ A :class:`Reply` describes one answer; its fields inject the faults documented i
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,6 +51,12 @@ class Reply(BaseModel):
     reasoning_style: ReasoningStyle | None = Field(
         None, description="/v1 only: how thinking is returned (default: the server's)"
     )
+    thinks: bool | None = Field(
+        None,
+        description="None: think as Ollama does (when think is true, or omitted for a thinking "
+        "model); True: think even when the request says think: false (a model that ignores the "
+        "flag); False: never think",
+    )
 
     # -- presets: the documented faults --------------------------------------------------
     @classmethod
@@ -83,6 +91,54 @@ class Reply(BaseModel):
         """Answer as Ollama does when the prompt is longer than a runtime context of
         ``context`` tokens: keep its first 4 tokens and its end, drop the rest, say nothing."""
         return cls(content=content, context_limit=context)
+
+
+class Match(BaseModel):
+    """Which requests a script is for, besides their caller: every field that is set must hold.
+
+    Lets a test script two conditions of one caller apart (the probe sends a tool-bearing
+    request with and without a tool declared, JSON requests with and without ``format``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    declares: str | None = Field(None, description="the request's tools name this function")
+    lacks: str | None = Field(None, description="the request's tools do not name this function")
+    think: bool | Literal["omitted"] | None = Field(
+        None, description='the request\'s think flag: true, false, or "omitted"'
+    )
+    format: bool | None = Field(
+        None, description="the request asks for JSON (format, or response_format) or not"
+    )
+    contains: str | None = Field(None, description="a message of the request contains this text")
+
+    def matches(self, body: dict[str, Any]) -> bool:
+        names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+        if self.declares is not None and self.declares not in names:
+            return False
+        if self.lacks is not None and self.lacks in names:
+            return False
+        if self.think is not None:
+            sent = body.get("think")
+            if ("omitted" if sent is None else sent) != self.think:
+                return False
+        if self.format is not None:
+            asked = bool(body.get("format") or body.get("response_format"))
+            if asked != self.format:
+                return False
+        if self.contains is not None:
+            texts = (str(m.get("content") or "") for m in body.get("messages") or [])
+            if not any(self.contains in t for t in texts):
+                return False
+        return True
+
+
+def exact_mix(mix: Sequence[tuple[Reply | None, int]], seed: int = 0) -> list[Reply | None]:
+    """Each reply as many times as given, in an order shuffled by ``seed`` (the same order for
+    the same seed): a fault scripted at an exact rate, e.g. ``[(case2, 7), (clean, 13)]`` is
+    case 2 in exactly 7 of the next 20 requests. ``None`` stands for the server's own answer."""
+    replies = [reply for reply, times in mix for _ in range(times)]
+    random.Random(seed).shuffle(replies)
+    return replies
 
 
 _DEFAULT_ERRORS = {
