@@ -5,10 +5,14 @@ nothing at all (nor a crash) when it is off or not installed."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -281,3 +285,60 @@ def test_otel_sdk_disabled_keeps_it_off(
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     otel.configure(settings, [])
     assert otel.TRACER is None
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps the body of every POST to /v1/traces."""
+
+    bodies: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        if self.path == "/v1/traces":
+            self.bodies.append(self.rfile.read(length))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+def test_novaberg_ask_exports_its_spans_to_the_otlp_endpoint(
+    ollama_env: OllamaTestServer,
+) -> None:
+    """The whole path as a user has it: the environment variable, the OTLP/HTTP exporter, the
+    flush at the end of the command."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    _Collector.bodies = []
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "novaberg", "ask", f"Hallo {WORD}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        )
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    assert done.returncode == 0, done.stderr
+    names: list[str] = []
+    resource: dict[str, str] = {}
+    for body in _Collector.bodies:
+        request = ExportTraceServiceRequest.FromString(body)
+        for spans in request.resource_spans:
+            resource |= {a.key: a.value.string_value for a in spans.resource.attributes}
+            names += [s.name for scope in spans.scope_spans for s in scope.spans]
+    assert resource["service.name"] == "novaberg"
+    assert names.count("novaberg.turn") == 1
+    assert "novaberg.node responder" in names and "chat qwen3:4b" in names
+    assert WORD.encode() not in b"".join(_Collector.bodies)

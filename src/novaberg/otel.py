@@ -55,6 +55,9 @@ EXPORT_TEXT = False
 PROVIDERS = {"ollama": "ollama", "openai": "openai", "embedded": "llama.cpp"}
 """``gen_ai.provider.name`` per backend (the embedded backend runs llama.cpp)."""
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+EXPORT_TIMEOUT_S = 2.0
+"""The exporter's time for one export, retries included, unless the environment sets one."""
 
 _provider: TracerProvider | None = None
 _conversation: ContextVar[int | None] = ContextVar("novaberg_otel_conversation", default=None)
@@ -89,7 +92,10 @@ def configure(settings: Settings, notices: list[str]) -> None:
     if not os.environ.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = "novaberg"
     provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # A collector that is down must not hold a command for the SDK's default 10 s at exit.
+    own_timeout = any(os.environ.get(v) for v in TIMEOUT_VARIABLES)
+    exporter = OTLPSpanExporter(timeout=None if own_timeout else EXPORT_TIMEOUT_S)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     install(provider, export_text=settings.telemetry.export_text)
     atexit.register(provider.shutdown)
     log.info("OpenTelemetry: spans are exported over OTLP/HTTP (endpoint from the environment)")
@@ -113,7 +119,7 @@ def uninstall() -> None:
     _provider = None
 
 
-def flush(timeout_ms: int = 5000) -> None:
+def flush(timeout_ms: int = int(EXPORT_TIMEOUT_S * 1000)) -> None:
     """Hand the finished spans to the exporter now (at the end of a command)."""
     if _provider is not None:
         _provider.force_flush(timeout_ms)
