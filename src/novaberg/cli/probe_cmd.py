@@ -27,17 +27,32 @@ BACKENDS = ("ollama", "openai")
 
 
 class _Bar:
-    """The runner's progress, shown as a Rich progress bar."""
+    """The runner's progress as a Rich progress bar, shown once the experiments start (a
+    server that cannot be probed gets its error message alone)."""
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task = progress.add_task("Probing", total=None)
+    def __init__(self, console: SafeConsole) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("Probing", total=None)
+        self.started = False
 
     def planned(self, total: int) -> None:
         self.progress.update(self.task, total=total)
+        self.progress.start()
+        self.started = True
 
     def advanced(self) -> None:
         self.progress.advance(self.task)
+
+    def close(self) -> None:
+        if self.started:
+            self.progress.stop()
 
 
 def _backend(name: str | None) -> ProbeBackend | None:
@@ -62,24 +77,19 @@ async def _probe(
     if trials < 1:
         raise UsageError("--trials must be at least 1.")
     db = Database(settings.database, settings.timeouts.database_s)
-    columns = (
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+    bar = _Bar(console)
     try:
-        with Progress(*columns, console=console, transient=True) as progress:
-            return await run_probe(
-                settings,
-                db,
-                backend=chosen,
-                model=model,
-                trials=trials,
-                timeout_s=timeout_s,
-                progress=_Bar(progress),
-            )
+        return await run_probe(
+            settings,
+            db,
+            backend=chosen,
+            model=model,
+            trials=trials,
+            timeout_s=timeout_s,
+            progress=bar,
+        )
     finally:
+        bar.close()
         db.close()
 
 

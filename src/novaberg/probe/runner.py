@@ -137,10 +137,11 @@ async def run_probe(
     report.run_id = save_run(
         db, report, target.calls, trials=trials, started_at=started_at, finished_at=now()
     )
-    if target.calls and not report.answered:
+    if target.calls and not target.reached:
         raise BackendError(
             f"The {name} server answered none of the {len(target.calls)} probe requests "
-            f"(run {report.run_id} is stored). Check that it works: `novaberg doctor`.",
+            f"(each timed out or found no server; run {report.run_id} is stored). Check "
+            "that it works (`novaberg doctor`) or give it more time (--timeout).",
             backend=name,
             model=chosen.model,
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse
 from novaberg.backends.guards import classify
-from novaberg.errors import BackendError, FormatRefused
+from novaberg.errors import BackendError, BackendTimeout, BackendUnreachable, FormatRefused
 from novaberg.telemetry import CallRecord, JsonMode
 
 MAX_FORMAT_STEPS = 2
@@ -56,6 +56,9 @@ class ProbeTarget:
         self.concurrency = concurrency
         self.calls: list[CallRecord] = []
         self.on_trial = on_trial
+        self.reached = 0
+        """Requests the server answered in any way (a refusal too; not a timeout or a failed
+        connection)."""
         self._slots = asyncio.Semaphore(concurrency)
 
     def can(self, capability: str) -> bool | None:
@@ -99,12 +102,15 @@ class ProbeTarget:
             try:
                 response = await self.backend.chat(request, on_token if stream else None)
             except BackendError as exc:
+                if not isinstance(exc, BackendUnreachable | BackendTimeout):
+                    self.reached += 1
                 record.ms = (time.perf_counter() - started) * 1000
                 record.outcome = "timeout" if exc.outcome == "timeout" else "error"
                 record.error = str(exc)
                 if isinstance(exc, FormatRefused):
                     record.json_mode = _as_mode(exc.refused)
                 return Sent(request, record, error=exc)
+        self.reached += 1
         record.ms = (time.perf_counter() - started) * 1000
         record.model = response.model or self.backend.model
         record.think = _sent_think(self.backend, request)
