@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -307,17 +308,17 @@ def test_the_test_server_scripts_a_fault_at_an_exact_rate_for_one_condition_over
             "match": {"lacks": "lookup_order"},
         },
     ).raise_for_status()
-    declared = {"type": "function", "function": {"name": "lookup_order", "parameters": {}}}
-    other = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    declared: dict[str, Any] = {"type": "function", "function": {"name": "lookup_order"}}
+    other: dict[str, Any] = {"type": "function", "function": {"name": "get_time"}}
 
-    def ask(tools: list[dict[str, object]]) -> dict[str, object]:
+    def ask(tools: list[dict[str, Any]]) -> dict[str, Any]:
         body = {"model": "qwen3:4b", "messages": [{"role": "user", "content": "order?"}]}
         response = httpx.post(
             f"{server.url}/api/chat",
             json={**body, "tools": tools, "stream": False, "think": False},
             headers={"X-Novaberg-Caller": "c"},
         )
-        message: dict[str, object] = response.json()["message"]
+        message: dict[str, Any] = response.json()["message"]
         return message
 
     assert not ask([declared, other]).get("tool_calls")  # not picked by the match: default
