@@ -159,6 +159,18 @@ async def test_a_prompt_cut_silently_is_measured_with_the_context_the_server_cla
     assert all(c.prompt > 4096 for c in cuts)
 
 
+async def test_a_server_that_caps_the_context_below_num_ctx_gets_a_smaller_setting_advised(
+    settings: Settings, server: OllamaTestServer, store: Database
+) -> None:
+    server.standing("probe_truncation", Reply.context_cut("I do not know.", context=2048))
+    report = await probe(settings, store, truncation.EXPERIMENT, trials=1)
+    result = report.experiments[0]
+    assert result.counts["cut"] == 1 and result.detail["effective_context"] == 2048
+    advice = result.verdicts[-1]
+    assert advice.fault == "effective context below limits.context_tokens"
+    assert "set limits.context_tokens to 2048 or less" in advice.text
+
+
 async def test_a_server_that_refuses_an_oversized_prompt_is_reported_as_refusing(
     monkeypatch: pytest.MonkeyPatch, server: OllamaTestServer, store: Database
 ) -> None:
