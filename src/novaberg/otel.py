@@ -235,7 +235,7 @@ def model_call(
     tracer = TRACER
     if tracer is None:
         return
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 
     end = time.time_ns()
     start = end - int(record.ms * 1e6)
@@ -272,8 +272,7 @@ def model_call(
         start_time=start,
     )
     if error is not None:
-        span.set_attribute("error.type", type(error).__name__)
-        span.set_status(Status(StatusCode.ERROR, error_kind(error)))
+        _failed(span, error)
     pending = _pending.get()
     if pending is None:
         _finish(span, record, end)
@@ -283,13 +282,16 @@ def model_call(
 
 def _finish(span: Span, record: CallRecord, end: int) -> None:
     """The attributes a node may still change after the queue returned, then the end."""
-    span.set_attribute("novaberg.outcome", record.outcome)
-    span.set_attribute("novaberg.normalizer", record.normalizer)
-    span.set_attribute("novaberg.content_len", record.content_len)
-    span.set_attribute("novaberg.thinking_len", record.thinking_len)
-    span.set_attribute("novaberg.tool_calls", record.tool_calls)
-    if record.json_mode:
-        span.set_attribute("novaberg.json_mode", record.json_mode)
+    span.set_attributes(
+        {
+            "novaberg.outcome": record.outcome,
+            "novaberg.normalizer": record.normalizer,
+            "novaberg.content_len": record.content_len,
+            "novaberg.thinking_len": record.thinking_len,
+            "novaberg.tool_calls": record.tool_calls,
+            "novaberg.json_mode": record.json_mode,
+        }
+    )
     span.end(end_time=end)
 
 
