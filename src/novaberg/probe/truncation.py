@@ -21,7 +21,7 @@ from typing import Any
 from novaberg.backends.base import ChatRequest
 from novaberg.backends.guards import CHARS_PER_TOKEN
 from novaberg.errors import ContextOverflow
-from novaberg.probe.context import Experiment, ProbeContext, answered, send_all
+from novaberg.probe.context import Experiment, ProbeContext, all_failed, answered, send_all
 from novaberg.probe.result import ExperimentResult, Verdict, verdict
 
 NAME = "truncation"
@@ -77,10 +77,9 @@ async def run(ctx: ProbeContext) -> ExperimentResult:
     sent = await send_all(ctx, [request(ctx)] * n)
     refused = sum(1 for s in sent if isinstance(s.error, ContextOverflow))
     got = [s.response for s in answered(sent) if s.response is not None]
-    if not got and not refused:
-        errors = [s for s in sent if s.error is not None]
-        kind = type(errors[0].error).__name__ if errors and errors[0].error else "?"
-        return ExperimentResult.skip(NAME, f"every request failed ({kind})", errors=len(sent))
+    failed = None if refused else all_failed(NAME, sent)
+    if failed is not None:
+        return failed
     counts = {
         "refused": refused,
         "cut": sum(1 for r in got if r.prompt_cut),
