@@ -221,6 +221,17 @@ async def test_a_model_without_tools_or_thinking_gets_those_experiments_skipped(
     assert sent == {"probe_json", "probe_truncation", "probe_latency"}
 
 
+async def test_an_experiment_whose_every_request_fails_is_skipped_not_passed(
+    settings: Settings, server: OllamaTestServer, store: Database
+) -> None:
+    server.standing("probe_tools", Reply.http_error(500))
+    report = await probe(settings, store, tools.EXPERIMENT, think_split.EXPERIMENT, trials=2)
+    dropped, split = report.experiments
+    assert dropped.skipped and dropped.counts == {} and dropped.errors == 4
+    assert dropped.reason == "every request failed (HTTP 500 ×4)"
+    assert not split.skipped  # the probe went on
+
+
 async def test_trials_run_concurrently_within_the_backends_concurrency(
     monkeypatch: pytest.MonkeyPatch, ollama_env: OllamaTestServer, store: Database
 ) -> None:
