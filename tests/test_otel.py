@@ -342,3 +342,26 @@ def test_novaberg_ask_exports_its_spans_to_the_otlp_endpoint(
     assert names.count("novaberg.turn") == 1
     assert "novaberg.node responder" in names and "chat qwen3:4b" in names
     assert WORD.encode() not in b"".join(_Collector.bodies)
+
+
+async def test_background_job_spans_carry_the_outcome_the_job_recorded(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch, exported: InMemorySpanExporter
+) -> None:
+    """A job marks unusable JSON after the queue returned, as a node does."""
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    engine = await Engine.open(load_settings().settings)
+    try:
+        ollama_env.script(
+            "salience", Reply(content=json.dumps({"score": 0.9, "summary": "Ada plans a fest."}))
+        )
+        await engine.run_turn(f"Ich plane ein {WORD}.")
+        ollama_env.standing("consolidate", Reply(content="not json"))
+        ollama_env.standing("profile_adaptive", Reply(content="not json"))
+        await engine.finish_background()
+    finally:
+        await engine.aclose()
+    spans = exported.get_finished_spans()
+    [jobs] = by_name(spans, "novaberg.background_jobs")
+    consolidate = [s for s in spans if (s.attributes or {}).get("novaberg.caller") == "consolidate"]
+    assert [(s.attributes or {})["novaberg.outcome"] for s in consolidate] == ["malformed"] * 2
+    assert all(parent_of(s, spans) is jobs for s in consolidate)

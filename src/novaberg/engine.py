@@ -453,4 +453,4 @@ class Engine:
 
         if not self.settings.memory.jobs:
             return []
-        return await BackgroundJobs(self.job_context).run_pending(limit)
+        return await otel.background(BackgroundJobs(self.job_context).run_pending(limit))

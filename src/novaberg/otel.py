@@ -14,7 +14,8 @@ Spans (names and attributes after the OpenTelemetry GenAI semantic conventions):
 A model request's span is made when its response (or failure) is in, with the request's real
 start and end times, and ended when its node ends: nodes mark a call after the queue returned it
 (malformed JSON, the thinking normaliser's case 1 or 2), so the span carries the outcome that
-was recorded. Requests outside a node (background jobs) end at once.
+was recorded. Background jobs' requests end with a ``novaberg.background_jobs`` span in the same
+way; a request outside both ends at once.
 
 No text leaves the process unless ``telemetry.export_text`` is true: then the request's messages
 (``gen_ai.input.messages``), the answer (``gen_ai.output.messages``), and the turn's message and
@@ -186,6 +187,20 @@ def _describe_turn(span: Span, output: Any) -> None:
 async def node(name: str, work: Awaitable[T]) -> T:
     """Run one node inside a ``novaberg.node <name>`` span (when on); the model requests made
     inside it are ended with it, carrying the outcome the node recorded."""
+    if TRACER is None:
+        return await work
+    return await _scope(f"novaberg.node {name}", {"novaberg.node": name}, work)
+
+
+async def background(work: Awaitable[T]) -> T:
+    """Run waiting background jobs inside a ``novaberg.background_jobs`` span (when on): their
+    model requests end with it, carrying the outcome each job recorded."""
+    if TRACER is None:
+        return await work
+    return await _scope("novaberg.background_jobs", {}, work)
+
+
+async def _scope(span_name: str, attributes: dict[str, Any], work: Awaitable[T]) -> T:
     tracer = TRACER
     if tracer is None:
         return await work
@@ -195,9 +210,9 @@ async def node(name: str, work: Awaitable[T]) -> T:
     token = _pending.set(pending)
     try:
         with tracer.start_as_current_span(
-            f"novaberg.node {name}",
+            span_name,
             kind=SpanKind.INTERNAL,
-            attributes={"novaberg.node": name},
+            attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
