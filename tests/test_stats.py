@@ -292,6 +292,36 @@ def test_percentiles_interpolate_between_ranks_like_percentile_cont() -> None:
     assert percentile(values, 0.95) == pytest.approx(95.05)
 
 
+def test_names_from_the_database_are_printed_as_text(isolated_env: Path) -> None:
+    """A judge's name (custom judges are named by the user) never becomes markup."""
+    hostile = "[/b]x[link=https://example.invalid]y[/link]"
+    db = Database(isolated_env / "novaberg.db")
+    try:
+        turn = db.start_turn(db.new_conversation("default"), "x")
+        vote = {"judge": hostile, "vote": "revise", "reason": "", "malformed": False}
+        trace = {"tribunal": {"rounds": 1, "votes": [vote], "history": [[vote]]}}
+        with db.transaction() as c:
+            c.execute(
+                "UPDATE turns SET status = 'done', trace_json = ? WHERE id = ?",
+                (json.dumps(trace), turn),
+            )
+    finally:
+        db.close()
+    done = run_cli("stats", env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert hostile in done.stdout
+
+
+def test_a_window_longer_than_the_calendar_means_everything(tmp_path: Path) -> None:
+    db = Database(tmp_path / "n.db")
+    try:
+        db.start_turn(db.new_conversation("default"), "x")
+        stats = collect(db, parse_since("999999d"))
+        assert stats.turns == {"running": 1} and stats.since.year == 1
+    finally:
+        db.close()
+
+
 def test_stats_read_traces_they_cannot_parse_without_failing(tmp_path: Path) -> None:
     """A forgotten turn's trace is ``{"forgotten": true}``; a damaged one is skipped."""
     db = Database(tmp_path / "n.db")

@@ -149,7 +149,10 @@ class Stats:
 
 def collect(db: Database, window: timedelta, user: str | None = None) -> Stats:
     """The figures of the last ``window`` (all users' when ``user`` is None)."""
-    since = datetime.now(UTC) - window
+    try:
+        since = datetime.now(UTC) - window
+    except OverflowError:  # --since 999999d: since the beginning
+        since = datetime(1, 1, 1, tzinfo=UTC)
     cutoff = since.isoformat(timespec="milliseconds")
     calls, followups, followup_turns = _calls(db, cutoff, user)
     turns, thinker, corrections = _turns(db, cutoff, user)
