@@ -143,9 +143,10 @@ def stats(
         str | None, typer.Option("--user", "-u", help="Only this user's turns (default: all).")
     ] = None,
 ) -> None:
-    """How often each defence fired: per caller and backend the calls, p50/p95 latency and
-    outcomes; follow-up calls, last resorts, corrections per judge, turns by status and
-    background jobs by outcome, over the recorded calls, turns and events."""
+    """How often each defence fired, over the recorded calls, turns and events.
+
+    Per caller and backend the calls, p50/p95 latency and outcomes; follow-up calls, last
+    resorts, corrections per judge, turns by status and background jobs by outcome."""
     from novaberg.cli.stats_cmd import run_stats
 
     run_stats(since=since, as_json=as_json, user=user)
@@ -171,9 +172,11 @@ def probe(
     ] = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Measure your server's and model's quirks: the think/content split, dropped tool calls,
-    structured output, silent prompt truncation, the think flag, latency. Prints a verdict per
-    fault and stores the run; exits 1 only when the server cannot be probed at all."""
+    """Measure your model server's quirks before trusting it.
+
+    The think/content split, dropped tool calls, structured output, silent prompt truncation,
+    the think flag, latency. Prints a verdict per fault and stores the run; exits 1 only when
+    the server cannot be probed at all."""
     from novaberg.cli.probe_cmd import run_probe_cmd
 
     run_probe_cmd(
