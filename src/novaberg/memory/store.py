@@ -471,13 +471,20 @@ class MemoryStore:
                 )
                 return "freed pages overwritten; write-ahead log still busy"
             return "freed pages overwritten, full-text index merged, write-ahead log emptied"
+        # A plain VACUUM leaves the old bytes in the heap pages' free space and the words as
+        # keys of the full-text GIN index; VACUUM FULL writes each touched table and its
+        # indexes anew and removes the old files (a short exclusive lock per table).
         tables = ", ".join(dict.fromkeys(p.table for p in FORGET_MAP))
         try:
-            self.db.conn.execute(f"VACUUM {tables}")
+            self.db.conn.execute(f"VACUUM FULL {tables}")
         except StorageError as exc:
-            log.warning("forget: VACUUM failed (%s); dead rows stay until autovacuum", exc)
-            return "not vacuumed (dead rows stay until autovacuum)"
-        return "tables vacuumed"
+            log.warning("forget: VACUUM FULL failed (%s); dead rows stay until vacuumed", exc)
+            return "not rewritten (dead rows stay until the tables are vacuumed)"
+        try:  # the old files go at the next checkpoint; a superuser may hasten it
+            self.db.conn.execute("CHECKPOINT")
+        except StorageError:
+            log.info("forget: no CHECKPOINT privilege; the old files go at the next checkpoint")
+        return "tables and their indexes rewritten"
 
 
 @dataclass(frozen=True)
