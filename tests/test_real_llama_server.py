@@ -32,8 +32,8 @@ from novaberg.config import Retries, Timeouts, load_settings
 from novaberg.engine import Engine
 from novaberg.errors import ContextOverflow
 from novaberg.nodes.router import RouterOutput
-from novaberg.nodes.structured import schema_of
 from novaberg.queue import ModelQueue
+from novaberg.structured import schema_of
 from novaberg.telemetry import OUTCOMES, CallRecord, Trace
 
 pytestmark = pytest.mark.real_server

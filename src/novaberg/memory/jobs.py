@@ -27,13 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.errors import BackendError, ModelOutputError, NovabergError
 from novaberg.events import Event
+from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms
 from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
-from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured
 from novaberg.queue import BACKGROUND
 from novaberg.storage.db import insert_calls
+from novaberg.structured import ask_structured
 
 log = logging.getLogger("novaberg")
 
@@ -91,7 +91,7 @@ class BackgroundJobs:
     """Runs the memory jobs waiting in the event queue, oldest first, each for the user whose
     conversation enqueued it (whichever user this process serves)."""
 
-    def __init__(self, ctx_factory: Callable[[], TurnContext]) -> None:
+    def __init__(self, ctx_factory: Callable[[], JobContext]) -> None:
         self.ctx_factory = ctx_factory
 
     async def run_pending(self, limit: int = 100) -> list[JobOutcome]:
@@ -133,7 +133,7 @@ class BackgroundJobs:
         return JobOutcome(event.id, event.type, "done", result)
 
     @staticmethod
-    def _failed(ctx: TurnContext, event: Event, reason: str) -> JobOutcome:
+    def _failed(ctx: JobContext, event: Event, reason: str) -> JobOutcome:
         """Record a failure; ``reason`` says what failed and never quotes the user's or the
         model's words (it is shown by ``memory jobs`` and logged)."""
         with ctx.db.transaction() as c:
@@ -153,7 +153,7 @@ def _reason(exc: NovabergError) -> str:
 
 
 Write = Callable[[Any], str | None] | None
-Handler = Callable[[TurnContext, MemoryStore, str, Event], Coroutine[Any, Any, tuple[Write, str]]]
+Handler = Callable[[JobContext, MemoryStore, str, Event], Coroutine[Any, Any, tuple[Write, str]]]
 
 
 def _source(store: MemoryStore, user: str, event: Event) -> MemoryItem | None:
@@ -161,7 +161,7 @@ def _source(store: MemoryStore, user: str, event: Event) -> MemoryItem | None:
 
 
 async def consolidate(
-    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+    ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
     item = _source(store, user, event)
     if item is None:
@@ -247,7 +247,7 @@ def resolve_date(when: str, at: datetime, language: str) -> date | None:
 
 
 async def timeline(
-    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+    ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
     item = _source(store, user, event)
     turn = ctx.db.turn(int(event.payload["turn_id"]))
@@ -304,7 +304,7 @@ async def timeline(
 
 async def _profile(
     part: Literal["core", "adaptive"],
-    ctx: TurnContext,
+    ctx: JobContext,
     store: MemoryStore,
     user: str,
     event: Event,
@@ -353,18 +353,18 @@ async def _profile(
 
 
 async def profile_adaptive(
-    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+    ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
     return await _profile("adaptive", ctx, store, user, event)
 
 
 async def profile_core(
-    ctx: TurnContext, store: MemoryStore, user: str, event: Event
+    ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
     return await _profile("core", ctx, store, user, event)
 
 
-async def _embed(ctx: TurnContext, text: str) -> list[float] | None:
+async def _embed(ctx: JobContext, text: str) -> list[float] | None:
     model = ctx.settings.memory.embed_model
     if not model:
         return None

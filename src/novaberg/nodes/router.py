@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured
+from novaberg.structured import ask_structured
 
 SAFE_DEFAULT = {"intent": "smalltalk", "tone": "warm", "needs_check": False}
 

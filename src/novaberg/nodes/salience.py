@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured, schema_of
 from novaberg.prompts.budget import judging_prompt
 from novaberg.prompts.evaluation import Instruction, Situation, Subject
+from novaberg.structured import ask_structured, schema_of
 
 ROLE = {
     "en": "You rate how much the USER's message matters for remembering them later: 0 = nothing "

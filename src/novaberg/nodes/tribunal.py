@@ -25,10 +25,10 @@ from novaberg.errors import BackendError
 from novaberg.graph.failure import describe, record_failure
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
-from novaberg.nodes.structured import ask_structured, schema_of
 from novaberg.prompts.budget import judging_prompt
 from novaberg.prompts.evaluation import Situation, Subject
 from novaberg.prompts.judges import BUILTIN_JUDGES, JudgeSpec, custom_judge
+from novaberg.structured import ask_structured, schema_of
 
 
 class Vote(BaseModel):

@@ -1,7 +1,7 @@
 """``structured_output``: how often the router's, a judge's and salience's real prompts come
 back as valid JSON, with the schema sent (``format`` / ``response_format``) and without it
 (asked for in the prompt only). Valid means what the node itself accepts
-(``nodes/structured.py``: the object parses and validates against the node's output model).
+(``novaberg/structured.py``: the object parses and validates against the node's output model).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from novaberg.nodes.router import RouterOutput
 from novaberg.nodes.salience import OUTPUT as SALIENCE_OUTPUT
 from novaberg.nodes.salience import ROLE as SALIENCE_ROLE
 from novaberg.nodes.salience import SalienceOutput
-from novaberg.nodes.structured import parse_json_object, schema_of
 from novaberg.nodes.tribunal import Vote
 from novaberg.probe.context import Experiment, ProbeContext, all_failed, send_all
 from novaberg.probe.result import ExperimentResult, verdict
@@ -23,6 +22,7 @@ from novaberg.probe.target import Sent
 from novaberg.prompts.budget import output_tokens
 from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
 from novaberg.prompts.templates import prompts_for
+from novaberg.structured import parse_json_object, schema_of
 
 NAME = "structured_output"
 CALLER = "probe_json"

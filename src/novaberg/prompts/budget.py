@@ -43,7 +43,7 @@ from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging
 from novaberg.telemetry import Trace
 
 if TYPE_CHECKING:
-    from novaberg.nodes.context import TurnContext
+    from novaberg.context import CallContext
 
 ASCII_CHARS_PER_TOKEN = 3.0
 OTHER_BYTES_PER_TOKEN = 2.0
@@ -144,7 +144,7 @@ class Budget:
         return self.window - self.output
 
     @classmethod
-    def of(cls, ctx: TurnContext, caller: str) -> Budget:
+    def of(cls, ctx: CallContext, caller: str) -> Budget:
         window = window_of(ctx)
         limits = ctx.settings.limits
         return cls(
@@ -157,7 +157,7 @@ class Budget:
         )
 
 
-def window_of(ctx: TurnContext) -> int:
+def window_of(ctx: CallContext) -> int:
     return context_window(ctx.settings, (b.name for b in ctx.queue.chain.backends))
 
 
@@ -226,7 +226,7 @@ def cut_reply(text: str, max_chars: int) -> str:
     return head[:cut].rstrip() + " …"
 
 
-def bounded_reply(ctx: TurnContext, caller: str, text: str) -> str:
+def bounded_reply(ctx: CallContext, caller: str, text: str) -> str:
     """``text`` cut to ``limits.reply_chars``, with a notice when it was cut."""
     limit = ctx.settings.limits.reply_chars
     cut = cut_reply(text, limit)
@@ -404,7 +404,7 @@ def fit_subject(subject: Subject, over: int) -> tuple[Subject, list[str]]:
 
 
 def judging_prompt(
-    ctx: TurnContext,
+    ctx: CallContext,
     caller: str,
     instruction: Instruction,
     situation: Situation,

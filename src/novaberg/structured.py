@@ -1,8 +1,9 @@
-"""Structured (JSON) node outputs: ask with ``think: false`` and a schema, validate, retry once.
+"""Structured (JSON) model outputs, for nodes and background jobs alike: ask with
+``think: false`` and a schema, validate, retry once.
 
 A constraint on the server side is never trusted alone (ollama#15260: ``think`` can make a
 model ignore ``format``). Output that does not validate marks its call record ``malformed``;
-after one retry the node gets ``None`` and uses its safe default.
+after one retry the caller gets ``None`` (a node uses its safe default, a job fails).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from novaberg.backends.base import ChatRequest
-from novaberg.nodes.context import TurnContext
+from novaberg.context import CallContext
 from novaberg.queue import FOREGROUND
 
 log = logging.getLogger("novaberg")
@@ -43,7 +44,7 @@ def parse_json_object(text: str, model: type[T]) -> T | None:
 
 
 async def ask_structured(
-    ctx: TurnContext,
+    ctx: CallContext,
     caller: str,
     messages: list[dict[str, Any]],
     model: type[T],

@@ -1,0 +1,116 @@
+"""The memory-job policy: which jobs a new memory item gets, and running waiting jobs as a
+task beside the turns of this process (at background priority in the shared model queue).
+
+The jobs themselves live in :mod:`novaberg.memory.jobs`; each gets a fresh
+:class:`~novaberg.memory.job_context.JobContext` and runs for the user whose conversation
+enqueued it, so nothing here is tied to one user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from novaberg import otel
+from novaberg.config import Memory, Settings
+from novaberg.errors import NovabergError, error_kind
+from novaberg.events import EventQueue
+from novaberg.memory.job_context import JobContext
+from novaberg.memory.store import MemoryStore
+from novaberg.queue import ModelQueue
+from novaberg.storage.db import Database
+from novaberg.storage.sql import Connection
+
+if TYPE_CHECKING:
+    from novaberg.memory.jobs import JobOutcome
+
+log = logging.getLogger("novaberg")
+
+
+def enqueue_memory_jobs(
+    c: Connection,
+    events: EventQueue,
+    memory: Memory,
+    user: str,
+    memory_id: int,
+    turn_id: int,
+    conversation: int,
+) -> list[int]:
+    """Enqueue the jobs of a new short-term item inside the turn's transaction ``c``: always
+    ``consolidate``, ``timeline`` and ``profile_adaptive``; ``profile_core`` every
+    ``memory.core_every`` items of the user. None when ``memory.jobs`` is off."""
+    if not memory.jobs:
+        return []
+    types = ["consolidate", "timeline", "profile_adaptive"]
+    if MemoryStore.count(c, user, "short_term") % memory.core_every == 0:
+        types.append("profile_core")
+    payload = {"memory_id": memory_id, "turn_id": turn_id}
+    return [events.enqueue(conversation, turn_id, t, payload, c) for t in types]
+
+
+def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:
+    """A job failure is recorded by the job; this catches what stopped the whole runner (an
+    unusable database, say): its jobs stay pending and run next time."""
+    if not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        assert exc is not None
+        log.error("memory jobs stopped (%s); they run again next time", error_kind(exc))
+
+
+class BackgroundJobRunner:
+    """Runs the memory jobs waiting in the event queue, at most one runner task at a time."""
+
+    def __init__(
+        self, settings: Settings, queue: ModelQueue, db: Database, events: EventQueue
+    ) -> None:
+        self.settings = settings
+        self.queue = queue
+        self.db = db
+        self.events = events
+        self._task: asyncio.Task[list[JobOutcome]] | None = None
+
+    def job_context(self) -> JobContext:
+        """A fresh context (its own trace) for one job."""
+        return JobContext(settings=self.settings, queue=self.queue, db=self.db, events=self.events)
+
+    def start(self) -> None:
+        """Start running waiting memory jobs as a task of this event loop (if none runs)."""
+        if not self.settings.memory.jobs:
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run())
+            self._task.add_done_callback(_report_background_failure)
+
+    def pending(self) -> bool:
+        """Whether a runner task is going, or a job is waiting to be run."""
+        from novaberg.memory.jobs import JOB_TYPES
+
+        running = self._task is not None and not self._task.done()
+        return self.settings.memory.jobs and (
+            running or bool(self.events.unfinished(JOB_TYPES, limit=1))
+        )
+
+    async def finish(self) -> list[JobOutcome]:
+        """Wait for the running jobs, then run whatever is still waiting."""
+        done: list[JobOutcome] = []
+        if self._task is not None:
+            done += await self._task
+            self._task = None
+        return done + await self.run()
+
+    async def run(self, limit: int = 100) -> list[JobOutcome]:
+        """Run the memory jobs waiting in the event queue (background priority)."""
+        from novaberg.memory.jobs import BackgroundJobs
+
+        if not self.settings.memory.jobs:
+            return []
+        return await otel.background(BackgroundJobs(self.job_context).run_pending(limit))
+
+    async def cancel(self) -> None:
+        """Stop the running task; its event stays 'running' and is redone next time."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, NovabergError):
+                await self._task

@@ -1,0 +1,261 @@
+"""The Engine: opens the parts a turn needs, runs a turn through the graph, marks a turn that
+did not finish, and runs the second passes it scheduled (self-triggers).
+
+What each step delegates: graph assembly (``assembly.py``), the embedded-mode policy
+(``embedded_policy.py``), turn storage (``turn_store.py``), the memory-job policy
+(``background.py``), the contract JSON (``result.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, cast
+
+from novaberg import otel
+from novaberg.backends.base import TokenCallback
+from novaberg.backends.chain import BackendChain
+from novaberg.backends.select import build_chain
+from novaberg.config import Settings
+from novaberg.engine.assembly import compile_turn_graph
+from novaberg.engine.background import BackgroundJobRunner
+from novaberg.engine.embedded_policy import embedded_defaults
+from novaberg.engine.result import TurnResult
+from novaberg.engine.turn_store import open_conversation, store_turn
+from novaberg.errors import NovabergError
+from novaberg.events import EventQueue
+from novaberg.graph.state import TurnState
+from novaberg.nodes.context import ProgressCallback, TurnContext
+from novaberg.prompts.templates import prompts_for
+from novaberg.queue import ModelQueue
+from novaberg.storage.db import Database
+from novaberg.validation import validate_message
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
+
+    from novaberg.memory.jobs import JobOutcome
+
+log = logging.getLogger("novaberg")
+
+
+async def _warm_up(chain: BackendChain) -> None:
+    """Read the primary's capabilities now, so the first call does not wait for them.
+
+    A failure here is not an error yet: the first real call reports it (and may fall back).
+    """
+    capabilities = getattr(chain.primary, "capabilities", None)
+    if capabilities is None:
+        return
+    try:
+        await capabilities()
+    except NovabergError:
+        return
+
+
+class Engine:
+    """Runs turns over one backend chain and one database.
+
+    Shared by every turn: the chain, the model queue, the database, the event queue, the
+    compiled graph and the prompts. Per user: only ``settings.user``, read in
+    :meth:`run_turn` and handed down explicitly (``_run``, ``turn_store``), so a server can
+    later pass the user per call. Background jobs already run for the user whose conversation
+    enqueued them.
+
+    Database calls still made on the event loop (issue 9 moves them off it):
+    ``open_conversation``, ``start_turn``, ``end_turn_unfinished``, ``finish_turn``
+    (``turn_store.store_turn``), ``events_of_turn``, the self-trigger ``claim`` and ``mark``
+    here; ``events.unfinished`` and every job's reads and writes in ``background.py`` and
+    ``memory/jobs.py``; the nodes' reads (enricher, tools) inside the graph.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        chain: BackendChain,
+        db: Database,
+        graph: CompiledStateGraph[Any, Any, Any, Any] | None = None,
+    ) -> None:
+        self.notices: list[str] = []
+        if chain.primary.name == "embedded":
+            settings = embedded_defaults(settings, self.notices)
+        self.settings = settings
+        self.chain = chain
+        self.db = db
+        self.events = EventQueue(db)
+        self.queue = ModelQueue(chain, settings.concurrency.model_dump(), settings.retries)
+        self.prompts = prompts_for(settings.language)
+        self.graph = graph if graph is not None else compile_turn_graph()
+        self.background = BackgroundJobRunner(settings, self.queue, db, self.events)
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Engine:
+        """Open the database, choose the backends and compile the graph, the last in a thread
+        while the first backend requests (auto-mode probe, capabilities) are in flight."""
+        compiling = asyncio.create_task(asyncio.to_thread(compile_turn_graph))
+        notices: list[str] = []
+        try:
+            chain = await build_chain(settings, notices)
+        except BaseException:
+            compiling.cancel()
+            raise
+        otel.configure(settings, notices)
+        try:
+            await _warm_up(chain)
+            db = Database(settings.database, settings.timeouts.database_s)
+        except BaseException:
+            compiling.cancel()
+            await chain.aclose()
+            raise
+        engine = cls(settings, chain, db, graph=await compiling)
+        engine.notices[:0] = notices
+        return engine
+
+    async def aclose(self) -> None:
+        await self.background.cancel()  # a cancelled job's event is redone next time
+        await self.chain.aclose()
+        self.db.close()
+        otel.flush()
+
+    def conversation_for(self, conversation_id: int | None) -> int:
+        return open_conversation(self.db, self.settings.user, conversation_id)
+
+    async def run_turn(
+        self,
+        text: str,
+        *,
+        conversation_id: int | None = None,
+        on_token: TokenCallback | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> TurnResult:
+        """Run one turn, then any second pass it scheduled (its answer is a follow-up).
+
+        A turn is stored whole, or marked failed/aborted with no messages stored.
+        """
+        user = self.settings.user
+        message = validate_message(text, self.settings)
+        conversation = open_conversation(self.db, user, conversation_id)
+        result = await self._run(message, user, conversation, "user", on_token, on_progress)
+        result.followups = await self._drain_self_triggers(result.turn_id, user, conversation)
+        result.events = self.db.events_of_turn(result.turn_id)
+        return result
+
+    async def _drain_self_triggers(
+        self, turn_id: int, user: str, conversation: int
+    ) -> list[dict[str, Any]]:
+        """Run the second passes this turn scheduled, each claimed first (another process on
+        this home never runs it too)."""
+        followups = []
+        while (event := self.events.claim(("self_trigger",), turn_id=turn_id)) is not None:
+            try:
+                second = await self._run(
+                    event.payload["user_text"],
+                    user,
+                    conversation,
+                    "self_trigger",
+                    None,
+                    None,
+                    parent_turn_id=turn_id,
+                )
+            except NovabergError as exc:
+                self.events.mark(event.id, "failed", type(exc).__name__)
+                log.error(
+                    "self-trigger event %d failed (%s; the turn records why)",
+                    event.id,
+                    type(exc).__name__,
+                )
+                continue
+            self.events.mark(event.id, "delivered", f"follow-up in turn {second.turn_id}")
+            log.info(
+                "self-trigger event %d delivered (follow-up stored in turn %d)",
+                event.id,
+                second.turn_id,
+            )
+            followups.append(
+                {"reply": second.reply, "origin": "self_trigger", "turn_id": second.turn_id}
+            )
+        return followups
+
+    async def _run(
+        self,
+        message: str,
+        user: str,
+        conversation: int,
+        origin: str,
+        on_token: TokenCallback | None,
+        on_progress: ProgressCallback | None,
+        parent_turn_id: int | None = None,
+    ) -> TurnResult:
+        turn_id = self.db.start_turn(conversation, message, origin, parent_turn_id)
+        ctx = TurnContext(
+            settings=self.settings,
+            queue=self.queue,
+            db=self.db,
+            prompts=self.prompts,
+            events=self.events,
+            on_token=on_token,
+            on_progress=on_progress,
+        )
+        state: TurnState = {
+            "user_text": message,
+            "user_id": user,
+            "conversation_id": conversation,
+            "turn_id": turn_id,
+            "origin": origin,
+            "thinker": None,
+            "tribunal": None,
+            "corrector": None,
+            "salience": None,
+            "memory_item": None,
+            "events": [],
+        }
+        try:
+            output = await otel.turn(
+                self.graph.ainvoke(state, config={"configurable": {"turn": ctx}}),
+                turn_id=turn_id,
+                conversation_id=conversation,
+                origin=origin,
+                text=message,
+            )
+            final = cast(TurnState, output)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.db.end_turn_unfinished(
+                turn_id, "aborted", "interrupted by the user", ctx.trace.calls
+            )
+            log.info("turn %d aborted; nothing but its call records was stored", turn_id)
+            raise
+        except NovabergError as exc:
+            self.db.end_turn_unfinished(turn_id, "failed", str(exc), ctx.trace.calls)
+            raise
+        except Exception as exc:
+            self.db.end_turn_unfinished(
+                turn_id, "failed", f"{type(exc).__name__}: {exc}", ctx.trace.calls
+            )
+            raise
+        return store_turn(
+            self.db,
+            self.events,
+            self.settings.memory,
+            user,
+            final,
+            ctx.trace,
+            turn_id,
+            conversation,
+            message,
+        )
+
+    # -- memory jobs (background.py) ---------------------------------------------------------
+    def start_background(self) -> None:
+        """Start running waiting memory jobs as a task of this event loop (if none runs)."""
+        self.background.start()
+
+    def background_pending(self) -> bool:
+        return self.background.pending()
+
+    async def finish_background(self) -> list[JobOutcome]:
+        """Wait for the running jobs, then run whatever is still waiting."""
+        return await self.background.finish()
+
+    async def run_background(self, limit: int = 100) -> list[JobOutcome]:
+        """Run the memory jobs waiting in the event queue (background priority)."""
+        return await self.background.run(limit)

@@ -1,0 +1,128 @@
+"""Turn storage: whose conversation a turn goes into, and what a finished turn stores in one
+transaction (its messages, trace, call records, the short-term memory item and its jobs).
+
+Every function takes the user explicitly: nothing here reads ``settings.user``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from novaberg.config import Memory
+from novaberg.engine.background import enqueue_memory_jobs
+from novaberg.engine.result import TurnResult
+from novaberg.errors import UsageError
+from novaberg.events import EventQueue
+from novaberg.graph.state import TurnState
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.db import Database
+from novaberg.storage.sql import Connection
+from novaberg.telemetry import Trace
+
+log = logging.getLogger("novaberg")
+
+
+def open_conversation(db: Database, user: str, conversation_id: int | None) -> int:
+    """A new conversation of ``user``, or ``conversation_id`` when it is theirs."""
+    if conversation_id is None:
+        return db.new_conversation(user)
+    owner = db.conversation_user(conversation_id)
+    if owner is None:
+        raise UsageError(f"There is no conversation {conversation_id}.")
+    if owner != user:
+        raise UsageError(
+            f"Conversation {conversation_id} belongs to another user; "
+            "choose one of yours or start a new one."
+        )
+    return conversation_id
+
+
+def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
+    """The turn's stored trace: what each stage decided, and who answered."""
+    context = final.get("context") or {}
+    return {
+        "nodes": trace.nodes,
+        "router": final.get("router"),
+        "retrieval": context.get("retrieval"),
+        "salience": final.get("salience"),
+        "thinker": final.get("thinker"),
+        "tribunal": final.get("tribunal"),
+        "corrector": final.get("corrector"),
+        "draft": final.get("draft"),
+        "answered_by": trace.answered_by(),
+        "notices": trace.notices,
+    }
+
+
+def store_turn(
+    db: Database,
+    events: EventQueue,
+    memory: Memory,
+    user: str,
+    final: TurnState,
+    trace: Trace,
+    turn_id: int,
+    conversation: int,
+    message: str,
+) -> TurnResult:
+    """Store a finished turn whole: messages, trace, calls, and (when salience kept it) the
+    memory item with its jobs, in one transaction."""
+    item = final.get("memory_item")
+
+    def also(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:
+        if item is None:
+            return None
+        return remember(c, events, memory, user, item, turn_id, message_id, conversation)
+
+    stored = db.finish_turn(
+        turn_id,
+        conversation_id=conversation,
+        user_text=message,
+        reply=final["reply"],
+        trace=trace_document(final, trace),
+        calls=trace.calls,
+        user_message=final.get("origin") != "self_trigger",
+        also=also,
+    )
+    memory_id = None
+    if stored is not None:
+        memory_id, jobs = stored
+        log.info("turn %d stored memory %d", turn_id, memory_id)
+        for event_id in jobs:
+            log.info("memory job enqueued (event %d)", event_id)
+    return TurnResult(
+        reply=final["reply"],
+        turn_id=turn_id,
+        conversation_id=conversation,
+        state=final,
+        trace=trace,
+        memory_id=memory_id,
+    )
+
+
+def remember(
+    c: Connection,
+    events: EventQueue,
+    memory: Memory,
+    user: str,
+    item: dict[str, Any],
+    turn_id: int,
+    message_id: int | None,
+    conversation: int,
+) -> tuple[int, list[int]]:
+    """The short-term item and its background jobs, inside the turn's transaction ``c``; an
+    item that was already stored (the same turn again) gets no second set of jobs."""
+    added = MemoryStore.add(
+        c,
+        user,
+        "short_term",
+        item["text"],
+        item["score"],
+        f"turn:{turn_id}:short_term",
+        source_turn_id=turn_id,
+        source_message_id=message_id,
+    )
+    if not added.created:
+        return added.id, []
+    return added.id, enqueue_memory_jobs(c, events, memory, user, added.id, turn_id, conversation)
