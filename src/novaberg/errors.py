@@ -19,7 +19,8 @@ message says what happened and what to do about it::
     ├── ModelOutputError             the model answered, but nothing usable (e.g. empty every time)
     ├── GraphError                   a turn graph was built or run wrongly
     │   └── UndeclaredChannelWrite   a node wrote a state key that is not a declared channel
-    └── StorageError                 the database could not be opened, migrated or written
+    ├── StorageError                 the database could not be opened, migrated or written
+    └── EmbedderError                an in-process embedder is not installed or could not run
 
 Transport errors of the underlying clients (``ollama.ResponseError``, ``httpx`` errors,
 ``json.JSONDecodeError`` on a truncated stream) are translated into this tree at one choke
@@ -141,6 +142,11 @@ class UndeclaredChannelWrite(GraphError):
 
 class StorageError(NovabergError):
     """The database could not be opened, migrated or written."""
+
+
+class EmbedderError(NovabergError):
+    """An in-process embedder is not installed, or its model could not be loaded or run; the
+    message says which package to install."""
 
 
 def error_kind(exc: BaseException) -> str:
