@@ -56,6 +56,11 @@ from novaberg.telemetry import JsonMode
 
 log = logging.getLogger("novaberg")
 
+_NO_ANSWER = (StreamCut, BackendUnreachable, BackendTimeout)
+"""Failures that carry no answer of the server: a request that was to go whole to learn why
+its stream broke goes whole again (after an aborted stream, the server may also close the
+kept-alive connection under the next request)."""
+
 REASONING_KEYS = ("reasoning", "reasoning_content")
 JSON_MODES: tuple[JsonMode, ...] = ("json_schema", "json_object", "prompt")
 """The ways to ask for JSON, most to least strict; a server starts at the first."""
@@ -168,8 +173,6 @@ class OpenAICompatBackend:
         body = self._body(request, mode)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         retry_whole = digest in self._cut_before_data
-        if retry_whole:  # once: a later request with a listener streams again
-            self._cut_before_data.remove(digest)
         try:
             async with asyncio.timeout(self.timeouts.total_s):
                 if on_token is not None and not retry_whole:
@@ -180,7 +183,12 @@ class OpenAICompatBackend:
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            raise self._translate(exc) from None
+            error = self._translate(exc)
+            if retry_whole and not isinstance(error, _NO_ANSWER):
+                self._cut_before_data.remove(digest)  # the server has said why
+            raise error from None
+        if retry_whole:  # once: a later request with a listener streams again
+            self._cut_before_data.remove(digest)
         response.json_mode = mode
         return response
 
