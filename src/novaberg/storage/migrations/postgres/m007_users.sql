@@ -1,0 +1,15 @@
+-- m007_users (PostgreSQL): see sqlite/m007_users.sql.
+CREATE TABLE api_users (
+    name         TEXT PRIMARY KEY,
+    key_hash     TEXT NOT NULL UNIQUE,
+    frontend     INTEGER NOT NULL DEFAULT 0,
+    created_at   TEXT NOT NULL,
+    revoked_at   TEXT
+);
+CREATE TABLE conversation_aliases (
+    user_id          TEXT NOT NULL,
+    external_id      TEXT NOT NULL,
+    conversation_id  BIGINT NOT NULL REFERENCES conversations(id),
+    created_at       TEXT NOT NULL,
+    PRIMARY KEY (user_id, external_id)
+);
