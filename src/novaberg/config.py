@@ -245,6 +245,28 @@ class Telemetry(BaseModel):
     )
 
 
+class Server(BaseModel):
+    """``novaberg serve``: what the HTTP server accepts and what it streams."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        description="the largest request body accepted, in bytes; larger is refused with 413",
+    )
+    stream_progress: bool = Field(
+        True,
+        description="stream the pipeline's progress (the node running) as reasoning_content "
+        "while a turn runs; off: only the answer streams",
+    )
+    stream_chunk_chars: int = Field(
+        48, ge=1, description="characters per streamed content chunk of the finished answer"
+    )
+    readiness_timeout_s: float = Field(
+        5.0, gt=0, description="seconds /readyz waits for the database and the primary backend"
+    )
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -339,6 +361,7 @@ class Settings(BaseSettings):
     memory: Memory = Field(default_factory=Memory)
     limits: Limits = Field(default_factory=Limits)
     telemetry: Telemetry = Field(default_factory=Telemetry)
+    server: Server = Field(default_factory=Server)
 
     @field_validator("fallback", mode="before")
     @classmethod

@@ -190,6 +190,21 @@ def probe(
     )
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free port).")] = 8484,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Serve Nova over HTTP: an OpenAI-compatible /v1 for front-ends and programs.
+
+    Every /v1 request needs Authorization: Bearer KEY (novaberg users add NAME) and runs as
+    that key's user. GET /healthz and /readyz need no key."""
+    from novaberg.cli.serve_cmd import run_serve
+
+    run_serve(host=host, port=port, verbose=verbose)
+
+
 @app.command("test-server")
 def test_server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from novaberg import otel
@@ -57,10 +58,10 @@ class Engine:
     """Runs turns over one backend chain and one database.
 
     Shared by every turn: the chain, the model queue, the database, the event queue, the
-    compiled graph and the prompts. Per user: only ``settings.user``, read in
-    :meth:`run_turn` and handed down explicitly (``_run``, ``turn_store``), so a server can
-    later pass the user per call. Background jobs already run for the user whose conversation
-    enqueued them.
+    compiled graph and the prompts. Per user: the ``user`` argument of :meth:`run_turn`
+    (default ``settings.user``), handed down explicitly (``_run``, ``turn_store``), so the
+    server passes the user of each request. Background jobs run for the user whose
+    conversation enqueued them.
 
     Database calls still made on the event loop (issue 9 moves them off it):
     ``open_conversation``, ``start_turn``, ``end_turn_unfinished``, ``finish_turn``
@@ -127,15 +128,21 @@ class Engine:
         conversation_id: int | None = None,
         on_token: TokenCallback | None = None,
         on_progress: ProgressCallback | None = None,
+        user: str | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> TurnResult:
         """Run one turn, then any second pass it scheduled (its answer is a follow-up).
 
-        A turn is stored whole, or marked failed/aborted with no messages stored.
+        ``user``: whose conversation and memory (default ``settings.user``; the server passes
+        the user of the request's key). ``on_start(turn_id)`` runs once the turn is recorded
+        as running. A turn is stored whole, or marked failed/aborted with no messages stored.
         """
-        user = self.settings.user
+        user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
         conversation = open_conversation(self.db, user, conversation_id)
-        result = await self._run(message, user, conversation, "user", on_token, on_progress)
+        result = await self._run(
+            message, user, conversation, "user", on_token, on_progress, on_start=on_start
+        )
         result.followups = await self._drain_self_triggers(result.turn_id, user, conversation)
         result.events = self.db.events_of_turn(result.turn_id)
         return result
@@ -185,8 +192,11 @@ class Engine:
         on_token: TokenCallback | None,
         on_progress: ProgressCallback | None,
         parent_turn_id: int | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> TurnResult:
         turn_id = self.db.start_turn(conversation, message, origin, parent_turn_id)
+        if on_start is not None:
+            on_start(turn_id)
         ctx = TurnContext(
             settings=self.settings,
             queue=self.queue,

@@ -1,0 +1,59 @@
+"""``novaberg serve``: Nova over HTTP (FastAPI on uvicorn), one process, one engine.
+
+The socket is bound here, before the engine opens, so ``--port 0`` picks a free port and the
+first line on stdout names the address; the server answers once ``GET /healthz`` does.
+uvicorn's access log names method, path and status only: never a header (keys) or a body
+(messages).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import typer
+
+from novaberg.cli.common import guarded, load, setup_logging
+from novaberg.errors import UsageError
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"Cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host."
+        ) from exc
+    return sock
+
+
+def run_serve(*, host: str, port: int, verbose: bool) -> None:
+    setup_logging(verbose)
+    import uvicorn
+
+    from novaberg.server.app import create_app
+
+    settings = guarded(lambda: load().settings)
+    sock = guarded(lambda: _bind(host, port))
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"novaberg serve: http://{shown}:{bound} (OpenAI-compatible base URL: /v1)")
+    sys.stdout.flush()
+    config = uvicorn.Config(
+        create_app(settings),
+        log_level="info" if verbose else "warning",
+        access_log=True,
+        lifespan="on",
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise typer.Exit(1)

@@ -1,0 +1,50 @@
+"""The FastAPI app of ``novaberg serve``: one :class:`~novaberg.engine.Engine` per process
+(one model queue shared by all users), opened when the server starts and closed when it
+stops; each request runs as the user of its key."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from novaberg.config import Settings
+from novaberg.engine import Engine
+from novaberg.server import health, openai
+from novaberg.server.errors import install_error_handlers
+from novaberg.server.limits import BodyLimit
+
+log = logging.getLogger("novaberg.server")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = await Engine.open(settings)
+        for notice in engine.notices:
+            log.warning("notice: %s", notice)
+        app.state.engine = engine
+        app.state.turns = set()
+        engine.start_background()  # memory jobs a previous process left waiting
+        try:
+            yield
+        finally:
+            turns: set[asyncio.Task[object]] = app.state.turns
+            for task in list(turns):  # turns whose client left; each is marked aborted
+                task.cancel()
+            await asyncio.gather(*turns, return_exceptions=True)
+            await engine.aclose()
+
+    app = FastAPI(
+        title="Novaberg",
+        summary="Nova over HTTP: an OpenAI-compatible endpoint over the same engine as the CLI.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.include_router(health.router)
+    app.include_router(openai.router)
+    return app

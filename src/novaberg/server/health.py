@@ -1,0 +1,54 @@
+"""``GET /healthz`` (the process answers) and ``GET /readyz`` (the database and the primary
+backend are reachable, else 503 naming which is not). Neither needs a key; neither says more
+than a name and ok/unreachable."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from novaberg.errors import NovabergError
+from novaberg.server.auth import engine_of
+
+log = logging.getLogger("novaberg.server")
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    engine = engine_of(request)
+    checks: dict[str, str] = {}
+    try:
+        engine.db.scalar("SELECT 1")  # on the loop: the connection belongs to its thread
+        checks["database"] = "ok"
+    except NovabergError as exc:
+        log.warning("readiness: the database did not answer (%s)", type(exc).__name__)
+        checks["database"] = "unreachable"
+    primary = engine.chain.primary
+    name = f"backend {primary.name}"
+    try:
+        status = await asyncio.wait_for(
+            primary.status(), engine.settings.server.readiness_timeout_s
+        )
+        checks[name] = "ok" if status.reachable else "unreachable"
+    except (TimeoutError, NovabergError):
+        checks[name] = "unreachable"
+    failing = [part for part, state in checks.items() if state != "ok"]
+    if failing:
+        return JSONResponse(
+            {
+                "status": "not ready",
+                "checks": checks,
+                "detail": "unreachable: " + ", ".join(failing),
+            },
+            status_code=503,
+        )
+    return JSONResponse({"status": "ready", "checks": checks})

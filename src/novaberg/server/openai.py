@@ -1,0 +1,267 @@
+"""The OpenAI-compatible endpoint: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+
+The turn's message is the request's last user message; the history a client resends is not
+used (Nova has her own, stored). What streams: while the turn runs, the node that runs (as
+``reasoning_content``, when ``server.stream_progress``); after it, the answer that passed the
+tribunal, as ``content`` chunks (the responder's draft never streams: the tribunal may send
+it back); then any self-triggered follow-up of the turn, set apart by a rule (``---``).
+A client that disconnects mid-stream leaves the turn running: it finishes and is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from novaberg.engine import Engine, TurnResult
+from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, conversation_for
+from novaberg.server.errors import ApiProblem, openai_error
+from novaberg.validation import validate_message
+
+log = logging.getLogger("novaberg.server")
+router = APIRouter(prefix="/v1")
+
+MODEL_ID = "nova"
+FOLLOWUP_SEPARATOR = "\n\n---\n\n"
+"""What sets a self-triggered follow-up apart from the answer before it."""
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: str
+    content: str | list[TextPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """The fields Nova reads; sampling options and the like are accepted and ignored (the
+    pipeline's nodes choose their own)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def last_user_text(messages: list[ChatMessage]) -> str:
+    for message in reversed(messages):
+        if message.role != "user":
+            continue
+        if isinstance(message.content, list):
+            return "\n".join(p.text or "" for p in message.content if p.type == "text")
+        return message.content or ""
+    raise ApiProblem(400, "The request has no user message.", code="invalid_request")
+
+
+def usage_of(engine: Engine, result: TurnResult) -> dict[str, int]:
+    """Tokens of every call this response needed: the turn's, and its follow-ups' turns'."""
+    prompt = sum(c.prompt_eval_count for c in result.trace.calls)
+    completion = sum(c.eval_count for c in result.trace.calls)
+    for followup in result.followups:
+        for call in engine.db.calls_of(int(followup["turn_id"])):
+            prompt += int(call["prompt_eval_count"] or 0)
+            completion += int(call["eval_count"] or 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def full_text(result: TurnResult) -> str:
+    return FOLLOWUP_SEPARATOR.join([result.reply, *(str(f["reply"]) for f in result.followups)])
+
+
+def _turn_error(exc: NovabergError) -> ApiProblem:
+    if isinstance(exc, UsageError):
+        return ApiProblem(400, str(exc), code="invalid_message")
+    if isinstance(exc, BackendError | ModelOutputError):
+        return ApiProblem(502, "The model backend gave no usable answer.", code="backend_error")
+    return ApiProblem(500, "The turn failed; the server log names the error.", code="turn_failed")
+
+
+@router.get("/models")
+async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "novaberg"}],
+    }
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatRequest, request: Request, user: Annotated[str, Depends(require_user)]
+) -> JSONResponse | StreamingResponse:
+    if body.model != MODEL_ID:
+        raise ApiProblem(
+            404,
+            f"The model {body.model!r} does not exist; use {MODEL_ID!r}.",
+            code="model_not_found",
+        )
+    engine = engine_of(request)
+    try:
+        message = validate_message(last_user_text(body.messages), engine.settings)
+    except UsageError as exc:
+        raise ApiProblem(400, str(exc), code="invalid_message") from exc
+    conversation = conversation_for(request, engine.db, user)
+    if body.stream:
+        return await _stream(engine, request, body, user, message, conversation)
+    try:
+        result = await _turn(engine, request, user, message, conversation)
+    except NovabergError as exc:
+        raise _turn_error(exc) from exc
+    completion = {
+        "id": f"chatcmpl-nova-{result.turn_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": MODEL_ID,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": full_text(result)},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_of(engine, result),
+    }
+    return JSONResponse(completion, headers=_ids(conversation, result.turn_id))
+
+
+def _ids(conversation: int, turn_id: int) -> dict[str, str]:
+    return {CONVERSATION_HEADER: str(conversation), TURN_HEADER: str(turn_id)}
+
+
+async def _turn(
+    engine: Engine,
+    request: Request,
+    user: str,
+    message: str,
+    conversation: int,
+    **callbacks: Any,
+) -> TurnResult:
+    """One turn for ``user``; its memory jobs start after it (in this process's loop)."""
+    result = await engine.run_turn(message, conversation_id=conversation, user=user, **callbacks)
+    engine.start_background()
+    return result
+
+
+_Event = tuple[Literal["start", "progress", "end"], Any]
+
+
+def _chunk(completion_id: str, created: int, delta: dict[str, Any], finish: str | None) -> str:
+    chunk = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": MODEL_ID,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+async def _stream(
+    engine: Engine,
+    request: Request,
+    body: ChatRequest,
+    user: str,
+    message: str,
+    conversation: int,
+) -> StreamingResponse | JSONResponse:
+    events: asyncio.Queue[_Event] = asyncio.Queue()
+    progress = engine.settings.server.stream_progress
+
+    def on_start(turn_id: int) -> None:
+        events.put_nowait(("start", turn_id))
+
+    def on_progress(node: str) -> None:
+        if progress:
+            events.put_nowait(("progress", node))
+
+    task = asyncio.create_task(
+        _turn(
+            engine, request, user, message, conversation, on_start=on_start, on_progress=on_progress
+        )
+    )
+    running: set[asyncio.Task[TurnResult]] = request.app.state.turns
+    running.add(task)  # kept until done: a client that leaves does not stop the turn
+    task.add_done_callback(running.discard)
+    task.add_done_callback(lambda _: events.put_nowait(("end", None)))
+
+    kind, turn_id = await events.get()
+    if kind != "start":  # the turn failed before it was recorded
+        try:
+            task.result()
+        except NovabergError as exc:
+            raise _turn_error(exc) from exc
+        raise ApiProblem(500, "The turn ended before it started.", code="turn_failed")
+
+    completion_id = f"chatcmpl-nova-{turn_id}"
+    created = int(time.time())
+    size = engine.settings.server.stream_chunk_chars
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+
+    async def sse() -> AsyncIterator[str]:
+        yield _chunk(completion_id, created, {"role": "assistant", "content": ""}, None)
+        while True:
+            kind, value = await events.get()
+            if kind == "end":
+                break
+            if kind == "progress":
+                yield _chunk(completion_id, created, {"reasoning_content": f"{value}\n"}, None)
+        try:
+            result = task.result()
+        except NovabergError as exc:
+            problem = _turn_error(exc)
+            error = openai_error(problem.status_code, str(problem.detail), problem.code)
+            yield f"data: {json.dumps(error)}\n\n"
+            return
+        for piece in _pieces(result.reply, size):
+            yield _chunk(completion_id, created, {"content": piece}, None)
+        for followup in result.followups:
+            yield _chunk(completion_id, created, {"content": FOLLOWUP_SEPARATOR}, None)
+            for piece in _pieces(str(followup["reply"]), size):
+                yield _chunk(completion_id, created, {"content": piece}, None)
+        yield _chunk(completion_id, created, {}, "stop")
+        if include_usage:
+            usage = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": MODEL_ID,
+                "choices": [],
+                "usage": usage_of(engine, result),
+            }
+            yield f"data: {json.dumps(usage)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(
+        sse(),
+        media_type="text/event-stream",
+        headers={**_ids(conversation, int(turn_id)), "Cache-Control": "no-cache"},
+    )
