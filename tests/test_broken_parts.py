@@ -65,6 +65,7 @@ async def test_a_broken_thinker_keeps_the_draft(engine: Engine, server: OllamaTe
         "followup_calls": 0,
         "result": "failed",
         "tools": [],
+        "recalled": [],
     }
     trace = stored_trace(engine, result)
     assert notices_of(trace, "thinker") == [

@@ -221,6 +221,39 @@ async def test_a_later_reply_that_was_given_a_forgotten_item_is_erased_too(
     assert engine.db.history(first.conversation_id, turns=10) == []
 
 
+async def test_a_later_reply_the_thinker_drew_from_memory_search_is_erased_too(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    store = MemoryStore(engine.db)
+    server.script("salience", salient(f"The user's parrot is called {WORD}."))
+    first = await engine.run_turn(f"My parrot is called {WORD}.")
+    server.standing("consolidate", said({"action": "new", "fact": ""}))  # fails: no fact
+    server.standing("profile_adaptive", said({"statements": []}))
+    await engine.run_background()
+    # a year later, a turn that shares no word with the item: the enricher does not give it
+    # (neither relevant nor recent), the thinker's memory_search finds it, and the revised
+    # answer repeats it
+    with engine.db.transaction() as c:
+        c.execute("UPDATE memories SET valid_from = ?", ("2025-01-01T00:00:00+00:00",))
+    server.script("router", CHECK)
+    server.script("responder", Reply(content="I am not sure."))
+    server.script(
+        "thinker",
+        Reply(content='TOOL: memory_search({"query": "parrot"})'),
+        Reply(content=f"RESULT: REVISED\nYour bird is {WORD}."),
+    )
+    later = await engine.run_turn(
+        "What is the name of my bird?", conversation_id=first.conversation_id
+    )
+    assert not later.state["context"]["retrieval"]  # not given by the enricher
+    assert later.reply == f"Your bird is {WORD}."
+    assert first.memory_id is not None
+    assert later.state["thinker"]["recalled"] == [{"id": first.memory_id}]
+    done = store.forget("default", first.memory_id)
+    assert done is not None and done.later_turns == 1
+    assert places_holding(engine.db, WORD) == []
+
+
 def test_the_forget_map_names_only_tables_and_columns_that_exist(db: Database) -> None:
     for place in FORGET_MAP:
         columns = ", ".join(place.columns)

@@ -45,6 +45,7 @@ async def test_a_clean_pass_keeps_the_draft(engine: Engine, checking: OllamaTest
         "followup_calls": 0,
         "result": "ok",
         "tools": [],
+        "recalled": [],
     }
     assert thinker_calls(result) == [("thinker", "ok", "think_split")]
     body = checking.requests("/api/chat", caller="thinker")[0].body

@@ -539,7 +539,8 @@ _ERASED_JSON = json.dumps({"forgotten": True})
 def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> dict[str, Any]:
     """The rows forget reaches, by scope: ``family`` (memory ids), ``erased_turns`` (the
     turns the family came from, and the second passes they started, transitively),
-    ``later_turns`` (the user's other turns whose retrieval was given an item of the family),
+    ``later_turns`` (the user's other turns that were given an item of the family: by the
+    enricher's retrieval, or by the thinker's ``memory_search``),
     ``all_turns``, ``events`` (the events of all those turns), ``user``."""
     erased = set(sources)
     frontier = set(sources)
@@ -562,7 +563,9 @@ def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> di
             f"ON v.id = t.conversation_id WHERE v.user_id = ? AND ({likes})",
             (user, *patterns),
         ).rows:
-            given = json.loads(r["trace_json"] or "{}").get("retrieval") or []
+            trace = json.loads(r["trace_json"] or "{}")
+            thinker = trace.get("thinker") or {}
+            given = [*(trace.get("retrieval") or []), *(thinker.get("recalled") or [])]
             if any(isinstance(g, dict) and g.get("id") in family for g in given):
                 later.add(int(r["id"]))
     later -= erased

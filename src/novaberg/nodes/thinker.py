@@ -66,6 +66,7 @@ class _Loop:
         self.iterations = 0
         self.follow_ups = 0
         self.tools_used: list[str] = []
+        self.env = ToolEnv(db=ctx.db, user_id=state["user_id"], settings=ctx.settings)
 
     async def decide(self) -> Control | None:
         """One thinking call, read through the answering model's normaliser."""
@@ -118,8 +119,7 @@ class _Loop:
         return control
 
     async def use_tool(self, control: Control) -> None:
-        env = ToolEnv(db=self.ctx.db, user_id=self.state["user_id"], settings=self.ctx.settings)
-        outcome = await self.ctx.tools.call(control.tool, control.arguments, env)
+        outcome = await self.ctx.tools.call(control.tool, control.arguments, self.env)
         self.tools_used.append(control.tool)
         self.messages.append({"role": "assistant", "content": control.raw})
         self.messages.append(
@@ -132,6 +132,9 @@ class _Loop:
             "followup_calls": self.follow_ups,
             "result": result,
             "tools": self.tools_used,
+            # the memory items memory_search showed the thinker, as retrieval records them:
+            # forget erases a turn that drew on a forgotten item
+            "recalled": [{"id": i} for i in dict.fromkeys(self.env.recalled)],
         }
 
 
@@ -190,6 +193,7 @@ def _draft_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
             "followup_calls": first.count("thinker_nachfass"),
             "result": "failed",
             "tools": [],
+            "recalled": [],
         }
     }
 

@@ -14,6 +14,7 @@ def memory_search(arguments: SearchArguments, env: ToolEnv) -> str:
     found = Retriever(MemoryStore(env.db), max_items=LIMIT).retrieve(env.user_id, arguments.query)
     if not found:
         return f"Nothing remembered about {arguments.query!r}."
+    env.recalled.extend(r.item.id for r in found)
     # one item per memory: a multi-line memory's further lines stay indented under it (the
     # registry neutralises the whole output before the model sees it)
     return "\n".join("- " + r.item.text.replace("\n", "\n  ") for r in found)

@@ -34,6 +34,8 @@ class ToolEnv:
     db: Any
     user_id: str
     settings: Any
+    recalled: list[int] = field(default_factory=list)
+    """Ids of the memory items a tool showed the model (forget finds the turn by them)."""
 
 
 ToolImpl = Callable[[BaseModel, ToolEnv], Awaitable[str] | str]
