@@ -18,6 +18,8 @@ import httpx
 import openai
 import pytest
 
+from novaberg.config import Settings, load_settings
+from novaberg.server.app import create_app
 from novaberg.server.users import UserStore
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
@@ -350,3 +352,63 @@ def test_keys_and_message_text_stay_out_of_the_logs(nova: Nova, server: OllamaTe
     assert '"POST /v1/chat/completions HTTP/1.1" 200' in logs  # the access log is on
     assert secret not in logs
     assert all(key not in logs for key in nova.keys.values())
+
+
+def test_a_follow_up_within_the_turn_streams_after_the_answer_set_apart(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    # The thinker's reasoning stays prose twice: last resort, and a second pass (a follow-up).
+    server.standing(
+        "router",
+        Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": True})),
+    )
+    server.script("responder", Reply(content="Draft answer."), Reply(content="Second look."))
+    server.script("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
+    server.script("thinker_nachfass", Reply(content="prose"), Reply(content="more prose"))
+    stream = nova.client().chat.completions.create(
+        model="nova", messages=[{"role": "user", "content": "check this"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    answer, followup = text.split("\n\n---\n\n")
+    assert answer.startswith("Draft answer.") and "let me go through that again" in answer
+    assert followup == "Second look."
+
+
+def test_a_backend_failure_is_a_502_or_an_error_event_never_a_trace(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    failing = Reply(status=400, error="the model refused")
+    server.standing("responder", failing)
+    with pytest.raises(openai.APIStatusError) as caught:
+        nova.client().chat.completions.create(
+            model="nova", messages=[{"role": "user", "content": "fail"}]
+        )
+    assert caught.value.status_code == 502
+    assert isinstance(caught.value.body, dict) and caught.value.body["code"] == "backend_error"
+    body = {"model": "nova", "messages": [{"role": "user", "content": "fail"}], "stream": True}
+    with httpx.stream(
+        "POST", f"{nova.url}/v1/chat/completions", json=body, headers=nova.auth(), timeout=30
+    ) as response:
+        assert response.status_code == 200  # the turn had started: the error is an event
+        lines = [line for line in response.iter_lines() if line]
+    last = json.loads(lines[-1].removeprefix("data: "))
+    assert last["error"]["code"] == "backend_error" and "data: [DONE]" not in lines
+    assert "Traceback" not in nova.logs()
+
+
+async def test_readyz_names_an_unreachable_backend(settings_unreachable: Settings) -> None:
+    app = create_app(settings_unreachable)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://nova") as client:
+            assert (await client.get("/healthz")).status_code == 200
+            ready = await client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"] == {"database": "ok", "backend ollama": "unreachable"}
+    assert ready.json()["detail"] == "unreachable: backend ollama"
+
+
+@pytest.fixture
+def settings_unreachable(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setenv("NOVABERG_BACKEND", "ollama")  # OLLAMA_HOST: a closed port (conftest)
+    return load_settings().settings
