@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -412,3 +413,35 @@ async def test_readyz_names_an_unreachable_backend(settings_unreachable: Setting
 def settings_unreachable(monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("NOVABERG_BACKEND", "ollama")  # OLLAMA_HOST: a closed port (conftest)
     return load_settings().settings
+
+
+def _readme_block(language: str, marker: str) -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Nova over HTTP (first part)", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
+    return next(block for block in blocks if marker in block)
+
+
+def test_the_readme_examples_run(
+    nova: Nova, server: OllamaTestServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script_reply(server, "Hello from the example.")
+    script_reply(server, "Streamed in the example.")
+    example = _readme_block("python", "OpenAI(")
+    example = example.replace("http://127.0.0.1:8484", nova.url).replace(
+        "YOUR_KEY", nova.keys["ada"]
+    )
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out == "Hello from the example.\nStreamed in the example."
+
+    script_reply(server, "Hello from curl.")
+    curl = _readme_block("sh", "curl").replace("http://127.0.0.1:8484", nova.url)
+    done = subprocess.run(
+        ["bash", "-c", curl],
+        env={**os.environ, "NOVA_KEY": nova.keys["ada"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["choices"][0]["message"]["content"] == "Hello from curl."
