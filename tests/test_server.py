@@ -21,6 +21,7 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.server.app import create_app
+from novaberg.server.conversations import aliased_conversation
 from novaberg.server.users import UserStore
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
@@ -418,7 +419,7 @@ def settings_unreachable(monkeypatch: pytest.MonkeyPatch) -> Settings:
 def _readme_block(language: str, marker: str) -> str:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Nova over HTTP (first part)", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
+    blocks: list[str] = re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
     return next(block for block in blocks if marker in block)
 
 
@@ -445,3 +446,12 @@ def test_the_readme_examples_run(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["choices"][0]["message"]["content"] == "Hello from curl."
+
+
+def test_a_front_end_chat_id_maps_to_one_conversation_per_user(db: Database) -> None:
+    first = aliased_conversation(db, "ada", "chat-1")
+    assert aliased_conversation(db, "ada", "chat-1") == first
+    bobs = aliased_conversation(db, "bob", "chat-1")
+    assert bobs != first
+    assert aliased_conversation(db, "ada", "chat-2") not in (first, bobs)
+    assert db.conversation_user(first) == "ada" and db.conversation_user(bobs) == "bob"

@@ -46,11 +46,11 @@ def conversation_for(request: Request, db: Database, user: str) -> int:
                 f"{OPENWEBUI_CHAT_HEADER} is longer than {MAX_EXTERNAL_ID_CHARS} characters.",
                 code="invalid_conversation_id",
             )
-        return _aliased(db, user, external.strip())
+        return aliased_conversation(db, user, external.strip())
     return db.new_conversation(user)
 
 
-def _aliased(db: Database, user: str, external: str) -> int:
+def aliased_conversation(db: Database, user: str, external: str) -> int:
     """The user's conversation for a front-end's chat id; a new one the first time."""
     found = db.scalar(
         "SELECT conversation_id FROM conversation_aliases WHERE user_id = ? AND external_id = ?",
