@@ -223,11 +223,11 @@ class ModelQueue:
                 caller=request.caller,
                 backend=backend.name,
                 model=backend.model,
-                think=_sent_think(backend, request),
+                think=sent_think(backend, request),
                 queue_wait_ms=(started - queued) * 1000,
                 attempt=attempt,
                 started=started,
-                json_mode=_json_mode(backend, request),
+                json_mode=json_mode_of(backend, request),
             )
             try:
                 response = await backend.chat(request, streamed.callback)
@@ -261,17 +261,7 @@ class ModelQueue:
                 raise
             finally:
                 slots.release()
-            record.ms = (time.perf_counter() - started) * 1000
-            record.model = response.model or backend.model
-            record.think = _sent_think(backend, request)
-            record.json_mode = response.json_mode or record.json_mode
-            record.content_len = len(response.content)
-            record.thinking_len = len(response.thinking)
-            record.eval_count = response.eval_count
-            record.prompt_eval_count = response.prompt_eval_count
-            record.backend_ms = response.total_duration / 1e6
-            record.tool_calls = len(response.tool_calls)
-            record.outcome = classify(request, response)
+            fill_answered(record, backend, request, response, started)
             trace.add_call(record)
             otel.model_call(record, backend.model, request=request, response=response)
             if response.prompt_cut:
@@ -292,7 +282,7 @@ class ModelQueue:
             return LLMResult(response, record)
 
 
-def _json_mode(backend: Backend, request: ChatRequest) -> JsonMode:
+def json_mode_of(backend: Backend, request: ChatRequest) -> JsonMode:
     """How the backend will ask for JSON (a backend without ``json_mode`` sends the schema)."""
     mode = getattr(backend, "json_mode", None)
     if callable(mode):
@@ -301,7 +291,28 @@ def _json_mode(backend: Backend, request: ChatRequest) -> JsonMode:
     return "json_schema" if request.json_schema is not None else ""
 
 
-def _sent_think(backend: Backend, request: ChatRequest) -> bool:
+def fill_answered(
+    record: CallRecord,
+    backend: Backend,
+    request: ChatRequest,
+    response: ChatResponse,
+    started: float,
+) -> None:
+    """Complete the record of a request that was answered: what came back, as it came."""
+    record.ms = (time.perf_counter() - started) * 1000
+    record.model = response.model or backend.model
+    record.think = sent_think(backend, request)
+    record.json_mode = response.json_mode or record.json_mode
+    record.content_len = len(response.content)
+    record.thinking_len = len(response.thinking)
+    record.eval_count = response.eval_count
+    record.prompt_eval_count = response.prompt_eval_count
+    record.backend_ms = response.total_duration / 1e6
+    record.tool_calls = len(response.tool_calls)
+    record.outcome = classify(request, response)
+
+
+def sent_think(backend: Backend, request: ChatRequest) -> bool:
     sent = getattr(backend, "sent_think", None)
     return bool(sent(request)) if callable(sent) else False
 

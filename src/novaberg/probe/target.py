@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse
-from novaberg.backends.guards import classify
 from novaberg.errors import BackendError, BackendTimeout, BackendUnreachable, FormatRefused
+from novaberg.queue import fill_answered, json_mode_of, sent_think
 from novaberg.telemetry import CallRecord, JsonMode
 
 MAX_FORMAT_STEPS = 2
@@ -94,9 +94,9 @@ class ProbeTarget:
                 caller=request.caller,
                 backend=self.backend.name,
                 model=self.backend.model,
-                think=_sent_think(self.backend, request),
+                think=sent_think(self.backend, request),
                 started=started,
-                json_mode=_json_mode(self.backend, request),
+                json_mode=json_mode_of(self.backend, request),
             )
             self.calls.append(record)
             try:
@@ -111,32 +111,9 @@ class ProbeTarget:
                     record.json_mode = _as_mode(exc.refused)
                 return Sent(request, record, error=exc)
         self.reached += 1
-        record.ms = (time.perf_counter() - started) * 1000
-        record.model = response.model or self.backend.model
-        record.think = _sent_think(self.backend, request)
-        record.json_mode = response.json_mode or record.json_mode
-        record.content_len = len(response.content)
-        record.thinking_len = len(response.thinking)
-        record.eval_count = response.eval_count
-        record.prompt_eval_count = response.prompt_eval_count
-        record.backend_ms = response.total_duration / 1e6
-        record.tool_calls = len(response.tool_calls)
-        record.outcome = classify(request, response)
+        fill_answered(record, self.backend, request, response, started)
         first_token_s = first[0] - started if first else None
         return Sent(request, record, response=response, first_token_s=first_token_s)
-
-
-def _sent_think(backend: Backend, request: ChatRequest) -> bool:
-    sent = getattr(backend, "sent_think", None)
-    return bool(sent(request)) if callable(sent) else False
-
-
-def _json_mode(backend: Backend, request: ChatRequest) -> JsonMode:
-    mode = getattr(backend, "json_mode", None)
-    if callable(mode):
-        chosen: JsonMode = mode(request)
-        return chosen
-    return "json_schema" if request.json_schema is not None else ""
 
 
 def _as_mode(name: str) -> JsonMode:
