@@ -313,6 +313,34 @@ def test_no_wrong_or_revoked_key_is_401(nova: Nova, server: OllamaTestServer) ->
         nova.client("eve").models.list()
 
 
+def test_api_stats_counts_only_the_keys_users_calls(nova: Nova, server: OllamaTestServer) -> None:
+    script_reply(server, "Counted.")
+    nova.client("ada").chat.completions.create(
+        model="nova", messages=[{"role": "user", "content": "Count me"}]
+    )
+    url = f"{nova.url}/api/stats"
+    mine = httpx.get(url, headers=nova.auth("ada"))
+    assert mine.status_code == 200, mine.text
+    body = mine.json()
+    assert {"calls", "turns"} <= set(body)
+    responder = [c for c in body["calls"] if c["caller"] == "responder"]
+    assert responder and responder[0]["count"] >= 1
+    assert set(responder[0]) >= {"caller", "backend", "count", "p50_ms", "p95_ms", "outcomes"}
+    assert body["turns"].get("done", 0) >= 1
+    # a user who has run no turn sees none of the others' figures
+    db = nova.db()
+    try:
+        key = UserStore(db).add("stats-newcomer")
+    finally:
+        db.close()
+    theirs = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, params={"since": "30m"})
+    assert theirs.status_code == 200, theirs.text
+    assert theirs.json()["calls"] == [] and theirs.json()["turns"] == {}
+    assert httpx.get(url).status_code == 401
+    bad = httpx.get(url, headers=nova.auth("ada"), params={"since": "soon"})
+    assert bad.status_code == 400 and "since" in bad.json()["detail"]
+
+
 def test_bad_input_is_a_4xx_in_the_openai_shape(nova: Nova, server: OllamaTestServer) -> None:
     url = f"{nova.url}/v1/chat/completions"
     auth = nova.auth()

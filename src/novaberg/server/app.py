@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
-from novaberg.server import health, openai
+from novaberg.server import health, openai, stats_api
 from novaberg.server.errors import install_error_handlers
 from novaberg.server.limits import BodyLimit
 
@@ -47,4 +47,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
     app.include_router(health.router)
     app.include_router(openai.router)
+    app.include_router(stats_api.router)
     return app

@@ -1,0 +1,30 @@
+"""``GET /api/stats``: how often each defence fired, for the key's user — the object
+``novaberg stats --json`` prints (:mod:`novaberg.stats`), never another user's figures."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from novaberg.errors import UsageError
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.errors import ApiProblem
+from novaberg.stats import collect, parse_since
+
+router = APIRouter(prefix="/api")
+
+
+@router.get("/stats")
+async def stats(
+    request: Request,
+    user: Annotated[str, Depends(require_user)],
+    since: Annotated[str, Query(description="The window: 7d, 24h or 30m.")] = "7d",
+) -> dict[str, Any]:
+    try:
+        window = parse_since(since)
+    except UsageError as exc:
+        raise ApiProblem(400, str(exc).replace("--since", "since")) from None
+    # on the loop, like every database call of the server today: the connection belongs to
+    # the loop's thread (a connection per worker thread is issue 9's next step)
+    return collect(engine_of(request).db, window, user).contract_json()
