@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
-from novaberg.server import health, openai, stats_api
+from novaberg.server import api_memory, api_turns, health, openai, stats_api
 from novaberg.server.errors import install_error_handlers
 from novaberg.server.limits import BodyLimit
 
@@ -48,4 +48,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(openai.router)
     app.include_router(stats_api.router)
+    app.include_router(api_turns.router)
+    app.include_router(api_memory.router)
     return app

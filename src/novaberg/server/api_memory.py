@@ -1,0 +1,135 @@
+"""The native API's memory routes: one for each ``novaberg memory`` command, calling the same
+store and transfer functions (:mod:`novaberg.cli.memory`), always for the key's user.
+
+``GET /api/memory`` lists (``limit``/``offset``, newest first) or, with ``query``, searches
+(best first, with each item's score and reason); ``GET /api/memory/{id}`` shows one with its
+source; ``DELETE /api/memory/{id}`` forgets; ``GET /api/memory/export`` is the export file and
+``POST /api/memory/import`` takes one as its body; ``GET /api/memory/profile`` and
+``GET /api/memory/jobs``. Another user's memory id answers 404 exactly as a missing one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from novaberg.errors import UsageError
+from novaberg.memory.jobs import JOB_TYPES
+from novaberg.memory.retrieval import Retriever
+from novaberg.memory.store import MemoryStore
+from novaberg.memory.transfer import export_user, import_user, parse_export
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.errors import ApiProblem
+
+router = APIRouter(prefix="/api/memory", tags=["memory"])
+
+MAX_ID = 2**63 - 1
+User = Annotated[str, Depends(require_user)]
+
+
+def _store(request: Request) -> MemoryStore:
+    return MemoryStore(engine_of(request).db)
+
+
+def _missing(memory_id: int) -> ApiProblem:
+    return ApiProblem(404, f"There is no memory {memory_id}.")
+
+
+@router.get("")
+async def list_or_search(
+    request: Request,
+    user: User,
+    query: Annotated[str | None, Query(max_length=2000, description="Search for this.")] = None,
+    kind: Literal["short_term", "long_term", "event"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> dict[str, Any]:
+    """Without ``query``: every memory (superseded facts included), newest first, a page at a
+    time (``more`` says whether there is a next page). With ``query``: what Nova would recall
+    for it, best first, each with ``score`` and ``reason``."""
+    store = _store(request)
+    if query is not None:
+        found = Retriever(store, budget_tokens=100_000, max_items=50).retrieve(user, query)
+        items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
+        return {"items": items}
+    page = store.items(user, kind=kind, limit=limit + 1, offset=offset)
+    return {"items": [m.view() for m in page[:limit]], "more": len(page) > limit}
+
+
+@router.get("/export")
+async def export(request: Request, user: User) -> JSONResponse:
+    """Everything Nova knows about the user: the file ``novaberg memory export`` writes."""
+    return JSONResponse(
+        export_user(engine_of(request).db, user),
+        headers={"Content-Disposition": 'attachment; filename="novaberg-memory.json"'},
+    )
+
+
+@router.post(
+    "/import",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+)
+async def import_(request: Request, user: User) -> dict[str, Any]:
+    """Restore an export of this user (checked whole first; nothing changes if it cannot be
+    imported: a 400 says why)."""
+    raw = await request.body()
+    try:
+        export = parse_export(raw, user)
+        counts = import_user(engine_of(request).db, export)
+    except UsageError as exc:
+        raise ApiProblem(400, str(exc)) from None
+    return {"imported": counts}
+
+
+@router.get("/profile")
+async def profile(request: Request, user: User) -> dict[str, Any]:
+    """The current profile, core and adaptive, each statement with the memories it rests on."""
+    return {part: asdict(p) for part, p in sorted(_store(request).profile(user).items())}
+
+
+@router.get("/jobs")
+async def jobs(request: Request, user: User) -> dict[str, Any]:
+    """The user's background memory jobs and how they ended."""
+    marks = ", ".join("?" for _ in JOB_TYPES)
+    rows = engine_of(request).db.query(
+        "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
+        f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
+        f"AND e.type IN ({marks}) ORDER BY e.id",
+        (user, *JOB_TYPES),
+    )
+    return {"items": rows}
+
+
+@router.get("/{memory_id}")
+async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+    """One memory, with the turn and message it came from."""
+    store = _store(request)
+    memory = store.get(user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    if memory is None:
+        raise _missing(memory_id)
+    item = memory.view()
+    turn = (store.db.turn(memory.source_turn_id) if memory.source_turn_id else None) or {}
+    item["source"] = {
+        "turn_id": memory.source_turn_id,
+        "message_id": memory.source_message_id,
+        "origin": turn.get("origin"),
+        "user_text": turn.get("user_text"),
+    }
+    return item
+
+
+@router.delete("/{memory_id}")
+async def forget(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+    """Forget one memory for good (with what was derived from it): the ``Forgotten`` result."""
+    done = _store(request).forget(user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    if done is None:
+        raise _missing(memory_id)
+    return {"forgotten": memory_id, **asdict(done)}

@@ -1,0 +1,115 @@
+"""``novaberg serve`` as a real uvicorn process for the server tests: started on a free port
+over a fresh NOVABERG_HOME with API keys for the given users, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from novaberg.server.users import UserStore
+from novaberg.storage.db import Database
+from novaberg.testing import OllamaTestServer
+
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Nova:
+    url: str
+    keys: dict[str, str]
+    home: Path
+    out: Path
+    err: Path
+    proc: subprocess.Popen[bytes]
+
+    def client(self, user: str = "ada") -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.keys[user], max_retries=0)
+
+    def auth(self, user: str = "ada") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[user]}"}
+
+    def db(self) -> Database:
+        return Database(self.home / "novaberg.db")
+
+    def logs(self) -> str:
+        return self.out.read_text(encoding="utf-8") + self.err.read_text(encoding="utf-8")
+
+
+def _address(out: Path, proc: subprocess.Popen[bytes], err: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if line.startswith("novaberg serve: http://"):
+                return line.split()[2]
+        if proc.poll() is not None:
+            pytest.fail(f"novaberg serve exited: {err.read_text(encoding='utf-8')[-3000:]}")
+        time.sleep(0.05)
+    pytest.fail("novaberg serve printed no address")
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], err: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"novaberg serve exited: {err.read_text(encoding='utf-8')[-3000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    pytest.fail("novaberg serve never answered /healthz")
+
+
+@contextmanager
+def running_nova(
+    ollama_server: OllamaTestServer, home: Path, users: tuple[str, ...] = ("ada", "bob", "eve")
+) -> Iterator[Nova]:
+    """A ``novaberg serve`` process over ``ollama_server`` with a key for each of ``users``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("NOVABERG_") and k not in ("OLLAMA_HOST", "OLLAMA_API_KEY")
+    }
+    env |= {
+        "NOVABERG_HOME": str(home),
+        "OLLAMA_HOST": ollama_server.url,
+        "NOVABERG_BACKEND": "ollama",
+        "NOVABERG_RETRIES__BACKOFF_S": "0.01",
+    }
+    db = Database(home / "novaberg.db")
+    try:
+        store = UserStore(db)
+        keys = {name: store.add(name) for name in users}
+    finally:
+        db.close()
+    out, err = home / "serve.out", home / "serve.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "novaberg", "serve", "--port", "0", "--verbose"],
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        url = _address(out, proc, err)
+        _wait_healthy(url, proc, err)
+        yield Nova(url, keys, home, out, err, proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,233 @@
+"""The native API under ``/api`` (turns, conversations, memory) through httpx against a real
+``novaberg serve`` process over the shipped Ollama-protocol test server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from novaberg.testing import OllamaTestServer, Reply
+from tests.server_helpers import Nova, running_nova
+
+CONTRACT_KEYS = {
+    "reply",
+    "turn_id",
+    "conversation_id",
+    "followups",
+    "calls",
+    "thinker",
+    "tribunal",
+    "salience",
+    "events",
+}
+
+
+@pytest.fixture(scope="module")
+def nova(
+    ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Nova]:
+    with running_nova(ollama_server, tmp_path_factory.mktemp("serve-api") / "home") as started:
+        yield started
+
+
+def salient(summary: str) -> Reply:
+    return Reply(content=json.dumps({"score": 0.9, "summary": summary}))
+
+
+def api(nova: Nova, method: str, path: str, user: str | None = "ada", **kw: Any) -> httpx.Response:
+    headers = nova.auth(user) if user is not None else {}
+    return httpx.request(method, f"{nova.url}{path}", headers=headers, timeout=60, **kw)
+
+
+def assert_detail(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"detail"} and body["detail"], body
+    assert "Traceback" not in response.text
+    return str(body["detail"])
+
+
+def turn(nova: Nova, message: str, user: str = "ada", **extra: Any) -> dict[str, Any]:
+    response = api(nova, "POST", "/api/turns", user, json={"message": message, **extra})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_post_turn_is_the_ask_json_object_and_get_turn_gives_it_back(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="Hello Ada, good to see you."))
+    server.script("salience", salient("The user is called Ada."))
+    posted = turn(nova, "Hello Nova, I am Ada")
+    assert set(posted) == CONTRACT_KEYS
+    assert posted["reply"] == "Hello Ada, good to see you."
+    assert posted["salience"] == {"score": 0.9, "stored": True}
+    assert posted["calls"] and posted["tribunal"] is not None
+    got = api(nova, "GET", f"/api/turns/{posted['turn_id']}")
+    assert got.status_code == 200, got.text
+    stored = got.json()
+    assert set(stored) == CONTRACT_KEYS
+    for key in ("reply", "turn_id", "conversation_id", "followups", "thinker", "tribunal"):
+        assert stored[key] == posted[key], key
+    assert stored["salience"] == posted["salience"]
+    assert [set(c) for c in stored["calls"]] == [set(c) for c in posted["calls"]]
+    unstored = {"ms", "queue_wait_ms", "backend_ms", "json_mode"}  # see stored_turns.py
+    assert [{k: v for k, v in c.items() if k not in unstored} for c in stored["calls"]] == [
+        {k: v for k, v in c.items() if k not in unstored} for c in posted["calls"]
+    ]
+    assert [e["id"] for e in stored["events"]] == [e["id"] for e in posted["events"]]
+
+
+def test_conversations_continue_list_newest_first_and_show_their_messages(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    first = turn(nova, "first message", user="bob")
+    second = turn(nova, "second message", user="bob", conversation_id=first["conversation_id"])
+    assert second["conversation_id"] == first["conversation_id"]
+    newer = turn(nova, "a new conversation", user="bob")
+    listed = api(nova, "GET", "/api/conversations", "bob").json()["items"]
+    ids = [c["id"] for c in listed]
+    assert ids[:2] == [newer["conversation_id"], first["conversation_id"]]
+    assert ids == sorted(ids, reverse=True)
+    assert listed[1]["turns"] == 2
+    conversation = first["conversation_id"]
+    messages = api(nova, "GET", f"/api/conversations/{conversation}/messages", "bob").json()
+    assert [(m["role"], m["turn_id"]) for m in messages["items"]] == [
+        ("user", first["turn_id"]),
+        ("assistant", first["turn_id"]),
+        ("user", second["turn_id"]),
+        ("assistant", second["turn_id"]),
+    ]
+    assert messages["items"][0]["content"] == "first message"
+    ada_ids = {c["id"] for c in api(nova, "GET", "/api/conversations", "ada").json()["items"]}
+    assert not ada_ids & set(ids)
+
+
+def test_another_users_turn_and_conversation_are_404_like_missing_ones(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    theirs = turn(nova, "eve's secret", user="eve")
+    missing = 10**9
+    for target, absent in (
+        (f"/api/turns/{theirs['turn_id']}", f"/api/turns/{missing}"),
+        (
+            f"/api/conversations/{theirs['conversation_id']}/messages",
+            f"/api/conversations/{missing}/messages",
+        ),
+    ):
+        leaked = assert_detail(api(nova, "GET", target), 404)
+        none = assert_detail(api(nova, "GET", absent), 404)
+        assert leaked.replace(str(theirs["turn_id"]), "N").replace(
+            str(theirs["conversation_id"]), "N"
+        ) == none.replace(str(missing), "N")
+    body = {"message": "hi", "conversation_id": theirs["conversation_id"]}
+    detail = assert_detail(api(nova, "POST", "/api/turns", json=body), 404)
+    assert "eve" not in detail
+    body = {"message": "hi", "conversation_id": missing}
+    assert_detail(api(nova, "POST", "/api/turns", json=body), 404)
+
+
+def test_bad_turn_input_is_a_4xx_detail_and_a_backend_failure_a_502(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    assert_detail(api(nova, "POST", "/api/turns", json={"message": "  \u200b "}), 400)
+    assert_detail(api(nova, "POST", "/api/turns", json={"message": "x" * 200_000}), 400)
+    assert_detail(api(nova, "POST", "/api/turns", json={}), 422)
+    assert_detail(api(nova, "POST", "/api/turns", json={"message": 5}), 422)
+    assert_detail(api(nova, "POST", "/api/turns", content=b"{not json"), 422)
+    assert_detail(api(nova, "GET", "/api/turns/not-a-number"), 422)
+    assert_detail(api(nova, "GET", f"/api/turns/{2**70}"), 404)
+    server.standing("responder", Reply(status=400, error="the model refused"))
+    assert_detail(api(nova, "POST", "/api/turns", json={"message": "fail"}), 502)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/turns"),
+        ("GET", "/api/turns/1"),
+        ("GET", "/api/conversations"),
+        ("GET", "/api/conversations/1/messages"),
+        ("GET", "/api/memory"),
+        ("GET", "/api/memory/1"),
+        ("DELETE", "/api/memory/1"),
+        ("GET", "/api/memory/export"),
+        ("POST", "/api/memory/import"),
+        ("GET", "/api/memory/profile"),
+        ("GET", "/api/memory/jobs"),
+    ],
+)
+def test_every_api_route_needs_a_key(nova: Nova, method: str, path: str) -> None:
+    assert_detail(api(nova, method, path, None, json={"message": "hi"}), 401)
+    wrong = {"Authorization": "Bearer not-a-key"}
+    response = httpx.request(method, f"{nova.url}{path}", headers=wrong, json={"message": "hi"})
+    assert_detail(response, 401)
+
+
+def test_memory_search_show_forget_and_another_users_ids(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    server.script("salience", salient("The user's cat is called Quokkamiso."))
+    told = turn(nova, "My cat is called Quokkamiso.")
+    found = api(nova, "GET", "/api/memory", params={"query": "Quokkamiso"}).json()["items"]
+    [item] = [i for i in found if "Quokkamiso" in i["text"]]
+    assert {"id", "text", "score", "reason"} <= set(item)
+    listed = api(nova, "GET", "/api/memory", params={"limit": 1}).json()
+    assert len(listed["items"]) == 1 and {"id", "text"} <= set(listed["items"][0])
+    shown = api(nova, "GET", f"/api/memory/{item['id']}").json()
+    assert shown["text"] == item["text"] and shown["source"]["turn_id"] == told["turn_id"]
+    # another user: the same 404 as for a memory that does not exist, and nothing forgotten
+    missing = 10**9
+    for method in ("GET", "DELETE"):
+        leaked = assert_detail(api(nova, method, f"/api/memory/{item['id']}", "eve"), 404)
+        none = assert_detail(api(nova, method, f"/api/memory/{missing}", "eve"), 404)
+        assert leaked.replace(str(item["id"]), "N") == none.replace(str(missing), "N")
+    assert api(nova, "GET", "/api/memory", "eve", params={"query": "Quokkamiso"}).json() == {
+        "items": []
+    }
+    jobs = api(nova, "GET", "/api/memory/jobs").json()["items"]
+    assert any(j["turn_id"] == told["turn_id"] for j in jobs)
+    assert not any(
+        j["turn_id"] == told["turn_id"]
+        for j in api(nova, "GET", "/api/memory/jobs", "eve").json()["items"]
+    )
+    forgotten = api(nova, "DELETE", f"/api/memory/{item['id']}")
+    assert forgotten.status_code == 200, forgotten.text
+    assert forgotten.json()["forgotten"] == item["id"] and item["id"] in forgotten.json()["ids"]
+    again = api(nova, "GET", "/api/memory", params={"query": "Quokkamiso"}).json()["items"]
+    assert not any("Quokkamiso" in i["text"] for i in again)
+    assert_detail(api(nova, "GET", f"/api/memory/{item['id']}"), 404)
+    assert_detail(api(nova, "DELETE", f"/api/memory/{item['id']}"), 404)
+
+
+def test_export_import_round_trip_and_profile(nova: Nova, server: OllamaTestServer) -> None:
+    server.script("salience", salient("The user plays the oboe."))
+    turn(nova, "I play the oboe.", user="bob")
+    exported = api(nova, "GET", "/api/memory/export", "bob")
+    assert exported.status_code == 200
+    data = exported.json()
+    assert data["user"] == "bob"
+    assert any("oboe" in m["text"] for m in data["memories"])
+    [oboe] = [m for m in data["memories"] if "oboe" in m["text"] and m["kind"] == "short_term"]
+    assert api(nova, "DELETE", f"/api/memory/{oboe['id']}", "bob").status_code == 200
+    assert not api(nova, "GET", "/api/memory", "bob", params={"query": "oboe"}).json()["items"]
+    restored = api(nova, "POST", "/api/memory/import", "bob", content=exported.content)
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["imported"]["memories"] >= 1
+    found = api(nova, "GET", "/api/memory", "bob", params={"query": "oboe"}).json()["items"]
+    assert any("oboe" in i["text"] for i in found)
+    refused = assert_detail(
+        api(nova, "POST", "/api/memory/import", "ada", content=exported.content), 400
+    )
+    assert "nothing was imported" in refused
+    assert not any(
+        "oboe" in i["text"] for i in api(nova, "GET", "/api/memory", "ada").json()["items"]
+    )
+    assert_detail(api(nova, "POST", "/api/memory/import", "bob", content=b"{not json"), 400)
+    profile = api(nova, "GET", "/api/memory/profile", "bob")
+    assert profile.status_code == 200 and isinstance(profile.json(), dict)
