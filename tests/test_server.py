@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,101 +21,18 @@ from novaberg.server.conversations import aliased_conversation
 from novaberg.server.users import UserStore
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
+from tests.server_helpers import Nova, running_nova
 
 CONVERSATION = "X-Novaberg-Conversation-Id"
 TURN = "X-Novaberg-Turn-Id"
-START_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Nova:
-    url: str
-    keys: dict[str, str]
-    home: Path
-    out: Path
-    err: Path
-    proc: subprocess.Popen[bytes]
-
-    def client(self, user: str = "ada") -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.keys[user], max_retries=0)
-
-    def auth(self, user: str = "ada") -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.keys[user]}"}
-
-    def db(self) -> Database:
-        return Database(self.home / "novaberg.db")
-
-    def logs(self) -> str:
-        return self.out.read_text(encoding="utf-8") + self.err.read_text(encoding="utf-8")
-
-
-def _address(out: Path, proc: subprocess.Popen[bytes], err: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for line in out.read_text(encoding="utf-8").splitlines():
-            if line.startswith("novaberg serve: http://"):
-                return line.split()[2]
-        if proc.poll() is not None:
-            pytest.fail(f"novaberg serve exited: {err.read_text(encoding='utf-8')[-3000:]}")
-        time.sleep(0.05)
-    pytest.fail("novaberg serve printed no address")
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], err: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"novaberg serve exited: {err.read_text(encoding='utf-8')[-3000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    pytest.fail("novaberg serve never answered /healthz")
 
 
 @pytest.fixture(scope="module")
 def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
-    home = tmp_path_factory.mktemp("serve") / "home"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("NOVABERG_") and k not in ("OLLAMA_HOST", "OLLAMA_API_KEY")
-    }
-    env |= {
-        "NOVABERG_HOME": str(home),
-        "OLLAMA_HOST": ollama_server.url,
-        "NOVABERG_BACKEND": "ollama",
-        "NOVABERG_RETRIES__BACKOFF_S": "0.01",
-    }
-    db = Database(home / "novaberg.db")
-    try:
-        store = UserStore(db)
-        keys = {name: store.add(name) for name in ("ada", "bob", "eve")}
-    finally:
-        db.close()
-    out, err = home / "serve.out", home / "serve.err"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "novaberg", "serve", "--port", "0", "--verbose"],
-            env=env,
-            stdout=stdout,
-            stderr=stderr,
-        )
-    try:
-        url = _address(out, proc, err)
-        _wait_healthy(url, proc, err)
-        yield Nova(url, keys, home, out, err, proc)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with running_nova(ollama_server, tmp_path_factory.mktemp("serve") / "home") as started:
+        yield started
 
 
 def script_reply(server: OllamaTestServer, reply: str) -> None:
