@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -231,3 +235,25 @@ def test_export_import_round_trip_and_profile(nova: Nova, server: OllamaTestServ
     assert_detail(api(nova, "POST", "/api/memory/import", "bob", content=b"{not json"), 400)
     profile = api(nova, "GET", "/api/memory/profile", "bob")
     assert profile.status_code == 200 and isinstance(profile.json(), dict)
+
+
+def test_the_readme_api_curl_example_runs(nova: Nova, server: OllamaTestServer) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Nova over HTTP (first part)", 1)[1].split("\n## ", 1)[0]
+    blocks: list[str] = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    example = next(b for b in blocks if "/api/turns" in b)
+    server.script("responder", Reply(content="Hello from the API example."))
+    server.script("salience", salient("The user loves sailing."))
+    done = subprocess.run(
+        ["bash", "-c", example.replace("http://127.0.0.1:8484", nova.url)],
+        env={**os.environ, "NOVA_KEY": nova.keys["eve"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    decoder = json.JSONDecoder()
+    posted, end = decoder.raw_decode(done.stdout)
+    found, _ = decoder.raw_decode(done.stdout[end:].lstrip())
+    assert posted["reply"] == "Hello from the API example." and set(posted) == CONTRACT_KEYS
+    assert any("sailing" in item["text"] for item in found["items"])
