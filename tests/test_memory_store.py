@@ -240,6 +240,17 @@ def test_events_between_returns_dated_entries_in_order(store: MemoryStore) -> No
     ]
 
 
+def test_an_export_imported_back_into_its_own_database_adds_nothing(
+    store: MemoryStore,
+) -> None:
+    add(store, "Ada keeps bees.", "turn:1:short_term")
+    first = export_user(store.db, USER)
+    assert import_user(store.db, parse_export(json.dumps(first), USER))["memories"] == 0
+    again = export_user(store.db, USER)  # an export taken after that import
+    assert import_user(store.db, parse_export(json.dumps(again), USER))["memories"] == 0
+    assert [m.text for m in store.items(USER)] == ["Ada keeps bees."]
+
+
 def test_import_truncates_long_texts_and_replaces_invalid_utf8_with_counts(
     store: MemoryStore,
 ) -> None:

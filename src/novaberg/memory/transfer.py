@@ -245,8 +245,10 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
     to that), ``invalid_utf8`` (texts whose invalid UTF-8 became U+FFFD).
 
     Ids are renumbered (links between items are kept); each item's key becomes
-    ``import:<its key>``, which also records where it came from. Messages and turns are not
-    part of an export, so imported items have no source turn in this database.
+    ``import:<its key>`` (kept as it is when it has that form already), which also records
+    where it came from; an item still in this database under its own key is not added again.
+    Messages and turns are not part of an export, so imported items have no source turn in
+    this database.
     """
     new_ids: dict[int, int] = {}
     created: set[int] = set()
@@ -260,13 +262,23 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
 
     with db.transaction() as c:
         for m in export.memories:
+            # back into the database it came from (a restore): the item is there under its
+            # own key, or under the key an earlier import gave it; it is not added twice
+            key = m.item_key if m.item_key.startswith("import:") else f"import:{m.item_key}"
+            there = c.execute(
+                "SELECT id FROM memories WHERE user_id = ? AND item_key = ?",
+                (export.user, m.item_key),
+            ).rows
+            if there and key != m.item_key:
+                new_ids[m.id] = int(there[0]["id"])
+                continue
             result = MemoryStore.add(
                 c,
                 export.user,
                 m.kind,
                 clean(m.text, f"memory {m.id} of the export"),
                 m.importance,
-                f"import:{m.item_key}",
+                key,
                 happens_on=None if m.happens_on is None else m.happens_on.isoformat(),
                 valid_from=_stamp(m.valid_from),
             )
