@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -42,6 +37,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from benchmarks.__main__ import separate_server
 from novaberg import otel
 from novaberg.config import load_settings
 from novaberg.engine import Engine
@@ -62,33 +58,6 @@ class EncodingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         return None
-
-
-@contextlib.contextmanager
-def test_server() -> Iterator[str]:
-    """``novaberg test-server`` at 0 ms per call, in its own process."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "novaberg", "test-server", "--port", str(port)],
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 async def _turns(turns: int, provider: TracerProvider) -> dict[str, Any]:
@@ -197,7 +166,7 @@ def measure(turns: int) -> dict[str, Any]:
     exporter = EncodingExporter()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    with test_server() as url, tempfile.TemporaryDirectory() as home:
+    with separate_server(0.0) as url, tempfile.TemporaryDirectory() as home:
         os.environ.update(OLLAMA_HOST=url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama")
         for key in otel.ENDPOINT_VARIABLES:
             os.environ.pop(key, None)

@@ -10,48 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from benchmarks.__main__ import separate_server
 from novaberg.config import load_settings
 from novaberg.probe import run_probe
 from novaberg.storage.db import Database
-
-
-@contextlib.contextmanager
-def separate_server(delay_ms: float) -> Iterator[str]:
-    """``novaberg test-server`` in its own process, so it does not share our interpreter."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "novaberg", "test-server", "--port", str(port)]
-    proc = subprocess.Popen([*command, "--delay-ms", str(delay_ms)], stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 async def measure(url: str, home: Path, trials: int, delay_s: float) -> dict[str, Any]:

@@ -15,19 +15,8 @@ import httpx
 import pytest
 
 from novaberg.testing import OllamaTestServer, Reply
+from tests.conftest import CONTRACT_KEYS
 from tests.server_helpers import Nova, running_nova
-
-CONTRACT_KEYS = {
-    "reply",
-    "turn_id",
-    "conversation_id",
-    "followups",
-    "calls",
-    "thinker",
-    "tribunal",
-    "salience",
-    "events",
-}
 
 
 @pytest.fixture(scope="module")
