@@ -32,6 +32,8 @@ class Nova:
     out: Path
     err: Path
     proc: subprocess.Popen[bytes]
+    database: str | None = None
+    """The PostgreSQL URL the server uses; None: the SQLite file in ``home``."""
 
     def client(self, user: str = "ada") -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.keys[user], max_retries=0)
@@ -40,7 +42,7 @@ class Nova:
         return {"Authorization": f"Bearer {self.keys[user]}"}
 
     def db(self) -> Database:
-        return Database(self.home / "novaberg.db")
+        return Database(self.database or self.home / "novaberg.db")
 
     def logs(self) -> str:
         return self.out.read_text(encoding="utf-8") + self.err.read_text(encoding="utf-8")
@@ -74,9 +76,17 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], err: Path) -> None:
 
 @contextmanager
 def running_nova(
-    ollama_server: OllamaTestServer, home: Path, users: tuple[str, ...] = ("ada", "bob", "eve")
+    ollama_server: OllamaTestServer,
+    home: Path,
+    users: tuple[str, ...] = ("ada", "bob", "eve"),
+    *,
+    extra_env: dict[str, str] | None = None,
+    database: str | None = None,
 ) -> Iterator[Nova]:
-    """A ``novaberg serve`` process over ``ollama_server`` with a key for each of ``users``."""
+    """A ``novaberg serve`` process over ``ollama_server`` with a key for each of ``users``.
+
+    ``extra_env``: more settings for the process (``NOVABERG_…``); ``database``: a PostgreSQL URL
+    to use instead of the SQLite file in ``home``."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -88,7 +98,10 @@ def running_nova(
         "NOVABERG_BACKEND": "ollama",
         "NOVABERG_RETRIES__BACKOFF_S": "0.01",
     }
-    db = Database(home / "novaberg.db")
+    if database is not None:
+        env["NOVABERG_DATABASE_URL"] = database
+    env |= extra_env or {}
+    db = Database(database if database is not None else home / "novaberg.db")
     try:
         store = UserStore(db)
         keys = {name: store.add(name) for name in users}
@@ -105,7 +118,7 @@ def running_nova(
     try:
         url = _address(out, proc, err)
         _wait_healthy(url, proc, err)
-        yield Nova(url, keys, home, out, err, proc)
+        yield Nova(url, keys, home, out, err, proc, database)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
