@@ -6,13 +6,28 @@ once, recorded in ``_migrations``. They are append-only: a released migration ne
 a change of schema is a new file.
 
 Memory queries live in :mod:`novaberg.memory.store`; this module keeps conversations, turns,
-call records, events and the connection itself.
+call records, events and the connections themselves.
+
+Threads: a :class:`Database` owns a small pool of worker threads (``novaberg-db-N``), each with
+its own connection (sqlite3 refuses a connection shared across threads; a psycopg connection
+serves one thread at a time). Async code never queries on the event loop: it hands a function
+to :meth:`Database.run`, which runs it in a worker and awaits the result. Sync code (a CLI
+command) uses the calling thread's own connection, as before. With ``NOVABERG_LOOP_GUARD=1``
+(the test suite sets it) a query made on a thread that runs an event loop raises.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import json
+import logging
+import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +46,7 @@ from novaberg.storage.sql import (
 from novaberg.telemetry import CallRecord
 
 T = TypeVar("T")
+log = logging.getLogger("novaberg")
 
 
 def now() -> str:
@@ -57,55 +73,159 @@ class Message:
     content: str
 
 
+DB_WORKERS = 4
+"""Worker threads (and so connections) per :class:`Database` for :meth:`Database.run`."""
+
+LOOP_GUARD_ENV = "NOVABERG_LOOP_GUARD"
+"""``1``: a database call made on a thread that runs an asyncio event loop raises."""
+
+
+def _open_connection(target: Path | str, busy_timeout_s: float) -> Connection:
+    try:
+        if is_database_url(target):
+            return PostgresConnection(str(target), connect_timeout_s=busy_timeout_s)
+        return SqliteConnection(Path(target), busy_timeout_s=busy_timeout_s)
+    except StorageError:
+        raise
+    except Exception as exc:  # sqlite3.Error, OSError, psycopg.Error
+        hint = (
+            "Check NOVABERG_DATABASE_URL and that the server is running."
+            if is_database_url(target)
+            else "Check NOVABERG_HOME and its permissions."
+        )
+        where = "the PostgreSQL database" if is_database_url(target) else str(target)
+        detail = " ".join(str(exc).split()).rstrip(".")
+        raise StorageError(f"Cannot open {where} ({detail}). {hint}") from exc
+
+
+def _outside_storage() -> str:
+    """Where the database call came from: the first frame outside this package's storage."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.endswith(
+        ("storage/db.py", "sql.py", "contextlib.py")
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "unknown"
+    module = frame.f_globals.get("__name__", "?")
+    return f"{module}.{frame.f_code.co_qualname}:{frame.f_lineno}"
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Consume the outcome of a run nobody awaits any more (its caller was cancelled)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class Database:
     """A SQLite file (a path) or a PostgreSQL database (a ``postgresql://`` URL).
 
-    Used from one thread (the event loop's). Every write goes through :meth:`transaction`.
+    Every write goes through :meth:`transaction`, inside one function on one thread. From
+    async code, every call goes through ``await db.run(fn, *args)``: ``fn`` runs in one of the
+    database's worker threads, on that thread's connection. :attr:`conn` is the calling
+    thread's connection (opened on first use); :meth:`close` closes them all.
     """
 
-    def __init__(self, target: Path | str, busy_timeout_s: float = 5.0) -> None:
-        self.conn: Connection
+    def __init__(
+        self, target: Path | str, busy_timeout_s: float = 5.0, workers: int = DB_WORKERS
+    ) -> None:
+        self.target = target
+        self.busy_timeout_s = busy_timeout_s
+        self.loop_guard = os.environ.get(LOOP_GUARD_ENV) == "1"
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[Connection] = []
+        self._closed = False
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, workers), thread_name_prefix="novaberg-db"
+        )
+        self.dialect: Dialect = "postgres" if is_database_url(target) else "sqlite"
+        self.where = str(target)
         try:
-            if is_database_url(target):
-                self.conn = PostgresConnection(str(target), connect_timeout_s=busy_timeout_s)
-            else:
-                self.conn = SqliteConnection(Path(target), busy_timeout_s=busy_timeout_s)
-        except StorageError:
-            raise
-        except Exception as exc:  # sqlite3.Error, OSError, psycopg.Error
-            hint = (
-                "Check NOVABERG_DATABASE_URL and that the server is running."
-                if is_database_url(target)
-                else "Check NOVABERG_HOME and its permissions."
-            )
-            where = "the PostgreSQL database" if is_database_url(target) else str(target)
-            detail = " ".join(str(exc).split()).rstrip(".")
-            raise StorageError(f"Cannot open {where} ({detail}). {hint}") from exc
-        self.dialect: Dialect = self.conn.dialect
-        self.where = self.conn.where
-        try:
-            self.migrate()
+            # Opened and migrated once, in a worker: the caller's thread opens its own
+            # connection only if it queries (a CLI command), never an event loop's thread.
+            self.where = self._executor.submit(self._open_and_migrate).result()
         except BaseException:
-            self.conn.close()
+            self.close()
             raise
 
+    def _open_and_migrate(self) -> str:
+        where = self._thread_connection().where
+        self.migrate()
+        return where
+
+    def _thread_connection(self) -> Connection:
+        found: Connection | None = getattr(self._local, "conn", None)
+        if found is not None:
+            return found
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"The database {self.where} is closed.")
+        opened = _open_connection(self.target, self.busy_timeout_s)
+        with self._lock:
+            if self._closed:
+                opened.close()
+                raise StorageError(f"The database {self.where} is closed.")
+            self._connections.append(opened)
+        self._local.conn = opened
+        return opened
+
+    def _connection(self, call: str) -> Connection:
+        if self.loop_guard and asyncio._get_running_loop() is not None:
+            raise StorageError(
+                f"database call on the event loop: {call} from {_outside_storage()} "
+                "(use `await db.run(...)`)"
+            )
+        return self._thread_connection()
+
+    @property
+    def conn(self) -> Connection:
+        """The calling thread's connection (opened on first use)."""
+        return self._connection("Database.conn")
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in a worker thread, on that thread's connection.
+
+        A transaction stays inside one ``fn``. Once handed over, ``fn`` runs to its end even
+        when the awaiting task is cancelled (a write is never cut in half by a cancel).
+        """
+        call = functools.partial(fn, *args, **kwargs)
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        try:
+            inner = loop.run_in_executor(self._executor, context.run, call)
+        except RuntimeError as exc:  # the executor was shut down
+            raise StorageError(f"The database {self.where} is closed.") from exc
+        inner.add_done_callback(_retrieve)
+        return await asyncio.shield(inner)
+
     def close(self) -> None:
-        self.conn.close()
+        """Stop the workers (after the functions already handed over) and close every
+        connection this database opened, on any thread."""
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for c in connections:
+            try:
+                c.close()
+            except Exception as exc:  # closing must not hide why we are closing
+                log.debug("closing a connection to %s failed: %s", self.where, exc)
 
     # -- plain access ------------------------------------------------------------------
     def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
-        return self.conn.execute(sql, params).rows
+        return self._connection(_named("query", sql)).execute(sql, params).rows
 
     def one(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any] | None:
-        return self.conn.execute(sql, params).one()
+        return self._connection(_named("one", sql)).execute(sql, params).one()
 
     def scalar(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Any:
-        return self.conn.execute(sql, params).scalar()
+        return self._connection(_named("scalar", sql)).execute(sql, params).scalar()
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """All-or-nothing: either every write inside lands, or none does."""
-        with self.conn.transaction() as c:
+        with self._connection("Database.transaction").transaction() as c:
             yield c
 
     # -- schema ------------------------------------------------------------------------
@@ -274,6 +394,11 @@ class Database:
         return self.query(
             "SELECT id, type, status FROM events WHERE turn_id = ? ORDER BY id", (turn_id,)
         )
+
+
+def _named(method: str, sql: str) -> str:
+    words = " ".join(sql.split()[:6])
+    return f"Database.{method}({words!r})"
 
 
 def _new_id(result: Result) -> int:

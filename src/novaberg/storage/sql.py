@@ -46,14 +46,21 @@ class Connection(Protocol):
 
 
 class SqliteConnection:
-    """One SQLite file in WAL mode with synchronous FULL; used from one thread."""
+    """One SQLite file in WAL mode with synchronous FULL.
+
+    Used by the one thread that opened it (the :class:`~novaberg.storage.db.Database` keeps a
+    connection per thread); ``check_same_thread=False`` only lets that database close it from
+    another thread at the end.
+    """
 
     dialect: Dialect = "sqlite"
 
     def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
         self.where = str(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+        self.raw = sqlite3.connect(
+            path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
         self.raw.row_factory = sqlite3.Row
         self.raw.execute("PRAGMA journal_mode=WAL")
         self.raw.execute("PRAGMA synchronous=FULL")
@@ -111,7 +118,8 @@ def _to_psycopg(sql: str) -> str:
 
 
 class PostgresConnection:
-    """One psycopg 3 connection in autocommit mode; transactions are explicit."""
+    """One psycopg 3 connection in autocommit mode; transactions are explicit. Used by one
+    thread (the :class:`~novaberg.storage.db.Database` keeps a connection per thread)."""
 
     dialect: Dialect = "postgres"
 
