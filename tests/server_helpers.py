@@ -98,6 +98,7 @@ def running_nova(
         "NOVABERG_BACKEND": "ollama",
         "NOVABERG_RETRIES__BACKOFF_S": "0.01",
     }
+    home.mkdir(parents=True, exist_ok=True)
     if database is not None:
         env["NOVABERG_DATABASE_URL"] = database
     env |= extra_env or {}
