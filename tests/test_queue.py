@@ -13,7 +13,7 @@ from novaberg.backends.chain import BackendChain
 from novaberg.backends.ollama import OllamaBackend
 from novaberg.config import Retries, Timeouts
 from novaberg.errors import BackendHTTPError, ModelNotFound
-from novaberg.queue import BACKGROUND, FOREGROUND, ModelQueue
+from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue
 from novaberg.telemetry import Trace
 from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import MSG, TOOLS
@@ -153,6 +153,26 @@ async def test_foreground_jobs_overtake_waiting_background_jobs(
     ]
     waits = {c.caller: c.queue_wait_ms for c in trace.calls}
     assert waits["consolidation"] > waits["responder"] > 100
+
+
+async def test_one_users_burst_does_not_starve_another_users_call(
+    backend: OllamaBackend, server: OllamaTestServer
+) -> None:
+    queue = make_queue(backend, limit=1)
+    server.set_delay(0.05)
+    trace = Trace()
+
+    async def as_user(user: str, caller: str) -> None:
+        CALL_OWNER.set(user)  # as a turn or memory job of that user does
+        await queue.submit(ChatRequest(caller=caller, messages=MSG), trace=trace)
+
+    burst = [asyncio.create_task(as_user("ada", f"ada{i}")) for i in range(6)]
+    await asyncio.sleep(0.02)  # ada's first call runs, five wait
+    late = asyncio.create_task(as_user("bob", "bob"))
+    await asyncio.gather(*burst, late)
+    order = [r.caller for r in server.requests("/api/chat")]
+    # bob came last but waits for one of ada's calls, not all five
+    assert order == ["ada0", "ada1", "bob", "ada2", "ada3", "ada4", "ada5"]
 
 
 async def test_per_backend_concurrency_limit_is_respected(

@@ -18,6 +18,7 @@ import heapq
 import itertools
 import logging
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -43,21 +44,45 @@ MAX_FORMAT_STEPS = 2
 """json_schema → json_object → prompt: at most two step-downs for one call."""
 
 
+CALL_OWNER: ContextVar[str] = ContextVar("novaberg_call_owner", default="")
+"""Whose work the model calls of the current task are (the user of a turn or memory job).
+
+Set once per turn and per job; tasks started inside inherit it. Waiting calls of different
+owners are taken in turn (:class:`PrioritySlots`), so one user's burst cannot starve another."""
+
+
 class PrioritySlots:
-    """A semaphore whose waiters are woken lowest priority number first, FIFO within one."""
+    """A semaphore whose waiters are woken lowest priority number first; within a priority,
+    owners (:data:`CALL_OWNER`) take turns — round robin — and each owner's calls keep their
+    arrival order.
+
+    Every waiting call gets a round: its owner's next unused round, but never one that has
+    already been served. A burst of ten calls from one owner takes rounds 0–9; a single call
+    that another owner sends afterwards takes round 0 too and is served second, not eleventh.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.busy = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+        self._round = 0
+        """The round of the call woken last."""
+        self._next_round: dict[str, int] = {}
+
+    def _round_for(self, owner: str) -> int:
+        if len(self._next_round) > 1024:  # forget owners with nothing ahead of the others
+            self._next_round = {o: r for o, r in self._next_round.items() if r > self._round}
+        turn = max(self._next_round.get(owner, 0), self._round)
+        self._next_round[owner] = turn + 1
+        return turn
 
     async def acquire(self, priority: int) -> None:
         if self.busy < self.limit and not self._waiters:
             self.busy += 1
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (priority, next(self._seq), future)
+        entry = (priority, self._round_for(CALL_OWNER.get()), next(self._seq), future)
         heapq.heappush(self._waiters, entry)
         try:
             await future
@@ -71,8 +96,9 @@ class PrioritySlots:
 
     def release(self) -> None:
         while self._waiters:
-            _, _, future = heapq.heappop(self._waiters)
+            _, turn, _, future = heapq.heappop(self._waiters)
             if not future.done():
+                self._round = turn
                 future.set_result(None)  # the slot passes straight to the waiter
                 return
         self.busy -= 1
