@@ -19,7 +19,7 @@ import pytest
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.errors import NovabergError
-from novaberg.storage.db import Database
+from novaberg.storage.db import LOOP_GUARD_ENV, Database
 from novaberg.testing import OllamaTestServer
 from novaberg.testing.postgres import TemporaryPostgres, create_database, drop_database
 
@@ -93,6 +93,8 @@ def server(ollama_server: OllamaTestServer) -> Iterator[OllamaTestServer]:
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Every test gets its own NOVABERG_HOME and no inherited Novaberg/Ollama settings."""
     for key in list(os.environ):
+        if key == LOOP_GUARD_ENV:  # the suite-wide guard stays on (storage/db.py)
+            continue
         if key.startswith("NOVABERG_") or key in ("OLLAMA_HOST", "OLLAMA_API_KEY"):
             monkeypatch.delenv(key, raising=False)
     home = tmp_path / "home"

@@ -50,6 +50,19 @@ def enqueue_memory_jobs(
     return [events.enqueue(conversation, turn_id, t, payload, c) for t in types]
 
 
+def warm_dateparser() -> None:
+    """dateparser's first call loads its language data (about 400 ms of CPU): the engine runs
+    this in a thread when it opens, so the first timeline job does not wait for it."""
+    from datetime import UTC, datetime
+
+    from novaberg.memory.jobs import date_expressions, resolve_date
+
+    at = datetime.now(UTC)
+    for language in ("en", "de"):
+        date_expressions("tomorrow at noon", at, language)
+        resolve_date("next Friday", at, language)
+
+
 def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:
     """A job failure is recorded by the job; this catches what stopped the whole runner (an
     unusable database, say): its jobs stay pending and run next time."""
@@ -84,7 +97,8 @@ class BackgroundJobRunner:
             self._task.add_done_callback(_report_background_failure)
 
     def pending(self) -> bool:
-        """Whether a runner task is going, or a job is waiting to be run."""
+        """Whether a runner task is going, or a job is waiting to be run. Sync: it queries
+        the database, so call it off the event loop (the chat asks between turns)."""
         from novaberg.memory.jobs import JOB_TYPES
 
         running = self._task is not None and not self._task.done()

@@ -9,6 +9,8 @@ loads what the responder should know.
 
 The reasons go into the turn's trace as ``retrieval`` (ids and reasons only: the trace of a
 later turn must not keep a copy of a memory's text that the user may forget).
+
+Every read runs in one hop to the database's worker threads (``ctx.db.run``), off the loop.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Any
 
 from novaberg.errors import BackendError, error_kind
 from novaberg.graph.state import TurnState
-from novaberg.memory.retrieval import Retriever
-from novaberg.memory.store import MemoryStore
+from novaberg.memory.retrieval import Retrieved, Retriever
+from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.nodes.context import TurnContext
 from novaberg.queue import FOREGROUND
+from novaberg.storage.db import Message
 
 log = logging.getLogger("novaberg")
 TIMELINE_BACK = timedelta(days=1)
@@ -32,7 +35,6 @@ TIMELINE_AHEAD = timedelta(days=14)
 async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     user = state["user_id"]
     store = MemoryStore(ctx.db)
-    history = ctx.db.history(state["conversation_id"], ctx.settings.history_turns)
     settings = ctx.settings.memory
     retriever = Retriever(
         store,
@@ -42,14 +44,20 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         fact_half_life_days=settings.fact_half_life_days,
     )
     vector = await _message_vector(state["user_text"], ctx)
-    chosen = retriever.retrieve(
-        user, state["user_text"], query_vector=vector, vector_model=settings.embed_model
-    )
     today = date.today()
-    events = store.events_between(
-        user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
-    )
-    profile = {part: p.text for part, p in store.profile(user).items() if p.text}
+
+    def load() -> tuple[list[Message], list[Retrieved], list[MemoryItem], dict[str, str]]:
+        history = ctx.db.history(state["conversation_id"], ctx.settings.history_turns)
+        chosen = retriever.retrieve(
+            user, state["user_text"], query_vector=vector, vector_model=settings.embed_model
+        )
+        events = store.events_between(
+            user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
+        )
+        profile = {part: p.text for part, p in store.profile(user).items() if p.text}
+        return history, chosen, events, profile
+
+    history, chosen, events, profile = await ctx.db.run(load)
     return {
         "context": {
             "history": [{"role": m.role, "content": m.content} for m in history],

@@ -163,7 +163,8 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[
     if state.get("origin") == "self_trigger":
         return {"thinker": loop.summary("unresolved")}  # a second pass never self-triggers
     try:
-        event_id = ctx.events.enqueue(
+        event_id = await ctx.db.run(
+            ctx.events.enqueue,
             state["conversation_id"],
             state["turn_id"],
             "self_trigger",

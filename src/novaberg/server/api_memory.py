@@ -6,6 +6,9 @@ store and transfer functions (:mod:`novaberg.cli.memory`), always for the key's 
 source; ``DELETE /api/memory/{id}`` forgets; ``GET /api/memory/export`` is the export file and
 ``POST /api/memory/import`` takes one as its body; ``GET /api/memory/profile`` and
 ``GET /api/memory/jobs``. Another user's memory id answers 404 exactly as a missing one.
+
+Every database call runs in the database's worker threads (``await db.run(...)``), forget's
+checkpoint or ``VACUUM FULL`` included: the event loop never waits for the disk.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from fastapi.responses import JSONResponse
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
 from novaberg.memory.retrieval import Retriever
-from novaberg.memory.store import MemoryStore
+from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.memory.transfer import export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem
@@ -52,18 +55,20 @@ async def list_or_search(
     for it, best first, each with ``score`` and ``reason``."""
     store = _store(request)
     if query is not None:
-        found = Retriever(store, budget_tokens=100_000, max_items=50).retrieve(user, query)
+        retriever = Retriever(store, budget_tokens=100_000, max_items=50)
+        found = await store.db.run(retriever.retrieve, user, query)
         items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
         return {"items": items}
-    page = store.items(user, kind=kind, limit=limit + 1, offset=offset)
+    page = await store.db.run(store.items, user, kind=kind, limit=limit + 1, offset=offset)
     return {"items": [m.view() for m in page[:limit]], "more": len(page) > limit}
 
 
 @router.get("/export")
 async def export(request: Request, user: User) -> JSONResponse:
     """Everything Nova knows about the user: the file ``novaberg memory export`` writes."""
+    db = engine_of(request).db
     return JSONResponse(
-        export_user(engine_of(request).db, user),
+        await db.run(export_user, db, user),
         headers={"Content-Disposition": 'attachment; filename="novaberg-memory.json"'},
     )
 
@@ -83,7 +88,8 @@ async def import_(request: Request, user: User) -> dict[str, Any]:
     raw = await request.body()
     try:
         export = parse_export(raw, user)
-        counts = import_user(engine_of(request).db, export)
+        db = engine_of(request).db
+        counts = await db.run(import_user, db, export)
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
     return {"imported": counts}
@@ -92,14 +98,18 @@ async def import_(request: Request, user: User) -> dict[str, Any]:
 @router.get("/profile")
 async def profile(request: Request, user: User) -> dict[str, Any]:
     """The current profile, core and adaptive, each statement with the memories it rests on."""
-    return {part: asdict(p) for part, p in sorted(_store(request).profile(user).items())}
+    store = _store(request)
+    profile = await store.db.run(store.profile, user)
+    return {part: asdict(p) for part, p in sorted(profile.items())}
 
 
 @router.get("/jobs")
 async def jobs(request: Request, user: User) -> dict[str, Any]:
     """The user's background memory jobs and how they ended."""
     marks = ", ".join("?" for _ in JOB_TYPES)
-    rows = engine_of(request).db.query(
+    db = engine_of(request).db
+    rows = await db.run(
+        db.query,
         "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
         f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
         f"AND e.type IN ({marks}) ORDER BY e.id",
@@ -112,11 +122,18 @@ async def jobs(request: Request, user: User) -> dict[str, Any]:
 async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
     """One memory, with the turn and message it came from."""
     store = _store(request)
-    memory = store.get(user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    if not 1 <= memory_id <= MAX_ID:
+        raise _missing(memory_id)
+
+    def read() -> tuple[MemoryItem | None, dict[str, Any]]:  # in a database worker
+        memory = store.get(user, memory_id)
+        source = memory.source_turn_id if memory is not None else None
+        return memory, (store.db.turn(source) if source else None) or {}
+
+    memory, turn = await store.db.run(read)
     if memory is None:
         raise _missing(memory_id)
     item = memory.view()
-    turn = (store.db.turn(memory.source_turn_id) if memory.source_turn_id else None) or {}
     item["source"] = {
         "turn_id": memory.source_turn_id,
         "message_id": memory.source_message_id,
@@ -129,7 +146,9 @@ async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
 @router.delete("/{memory_id}")
 async def forget(memory_id: int, request: Request, user: User) -> dict[str, Any]:
     """Forget one memory for good (with what was derived from it): the ``Forgotten`` result."""
-    done = _store(request).forget(user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    store = _store(request)
+    # forget compacts the files (a checkpoint, or VACUUM FULL on PostgreSQL): in a worker
+    done = await store.db.run(store.forget, user, memory_id) if 1 <= memory_id <= MAX_ID else None
     if done is None:
         raise _missing(memory_id)
     return {"forgotten": memory_id, **asdict(done)}

@@ -25,6 +25,5 @@ async def stats(
         window = parse_since(since)
     except UsageError as exc:
         raise ApiProblem(400, str(exc).replace("--since", "since")) from None
-    # on the loop, like every database call of the server today: the connection belongs to
-    # the loop's thread (a connection per worker thread is issue 9's next step)
-    return collect(engine_of(request).db, window, user).contract_json()
+    db = engine_of(request).db
+    return (await db.run(collect, db, window, user)).contract_json()  # in a database worker

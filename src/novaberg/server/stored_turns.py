@@ -6,6 +6,9 @@ stored (they read 0.0 and ``""`` unless a later migration adds the columns); ``e
 ``salience.stored`` are as they are now (a memory job since finished, a memory since forgotten),
 not as they were when the turn ended. A turn whose words were forgotten has no trace left:
 ``thinker``, ``tribunal`` and ``salience`` read ``null``.
+
+The functions here are sync and query the database: a route runs them through
+``await db.run(...)`` (the database's worker threads), never on the event loop.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from novaberg.tools.registry import ToolEnv
 LIMIT = 8
 
 
-def memory_search(arguments: SearchArguments, env: ToolEnv) -> str:
-    found = Retriever(MemoryStore(env.db), max_items=LIMIT).retrieve(env.user_id, arguments.query)
+async def memory_search(arguments: SearchArguments, env: ToolEnv) -> str:
+    retriever = Retriever(MemoryStore(env.db), max_items=LIMIT)
+    found = await env.db.run(retriever.retrieve, env.user_id, arguments.query)  # off the loop
     if not found:
         return f"Nothing remembered about {arguments.query!r}."
     env.recalled.extend(r.item.id for r in found)

@@ -9,9 +9,10 @@ from novaberg.tools.builtin import TimelineArguments
 from novaberg.tools.registry import ToolEnv
 
 
-def timeline(arguments: TimelineArguments, env: ToolEnv) -> str:
+async def timeline(arguments: TimelineArguments, env: ToolEnv) -> str:
     today = date.today()
-    entries = MemoryStore(env.db).events_between(
+    entries = await env.db.run(  # in the database's worker threads, off the loop
+        MemoryStore(env.db).events_between,
         env.user_id,
         (today - timedelta(days=arguments.days_back)).isoformat(),
         (today + timedelta(days=arguments.days_ahead)).isoformat(),
