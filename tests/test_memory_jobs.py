@@ -267,15 +267,15 @@ async def test_embeddings_come_from_the_backend_and_rank_by_meaning(
         await salient_turn(engine, ollama_env, "My sister is Lena.", FACT)
         ollama_env.script("consolidate", said({"action": "new", "fact": FACT}))
         await engine.run_background(limit=1)
-        stored = engine.db.query("SELECT memory_id, model FROM memory_vectors")
-        assert [r["model"] for r in stored] == ["nomic-embed-text"]
+        stored = engine.db.query("SELECT memory_id, embedder FROM memory_vectors")
+        assert [r["embedder"] for r in stored] == ["nomic-embed-text"]
         result = await engine.run_turn("Tell me about Lena's family")
         embeds = ollama_env.requests("/api/embed")
         # each turn's message (enricher), and the new fact (consolidation job)
         assert [r.caller for r in embeds] == ["embed", "embed", "embed"]
         assert embeds[1].body["input"] == [FACT]
         chosen = result.state["context"]["retrieval"]
-        assert chosen and "similar in meaning" in chosen[0]["reason"]
+        assert chosen and "meaning: " in chosen[0]["reason"]  # the signal that found it
         assert [c.caller for c in result.trace.calls][:2] == ["router", "embed"]
     finally:
         await engine.aclose()

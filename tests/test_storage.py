@@ -4,13 +4,13 @@ clear errors for unreachable, locked or unwritable databases, text never stored 
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from novaberg.errors import StorageError
 from novaberg.storage.db import Database, migration_names
+from novaberg.storage.sql import sqlite_module
 from novaberg.storage.text import clean_text
 from tests.conftest import closed_port_url
 
@@ -76,7 +76,7 @@ def test_an_unreachable_postgres_is_a_clear_storage_error() -> None:
 def test_a_locked_sqlite_database_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
     Database(path).close()
-    holder = sqlite3.connect(path, isolation_level=None)
+    holder = sqlite_module().connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
         db = Database(path, busy_timeout_s=0.2)

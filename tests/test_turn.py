@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 
 import pytest
 
@@ -12,6 +11,7 @@ from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.errors import BackendTimeout, ModelOutputError, StorageError, UsageError
 from novaberg.memory.store import MemoryStore
+from novaberg.storage.sql import sqlite_module
 from novaberg.telemetry import OUTCOMES
 from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import CONTRACT_KEYS
@@ -274,7 +274,7 @@ async def test_a_database_locked_at_the_end_of_a_turn_is_a_clear_error_and_not_d
     try:
         turn = asyncio.create_task(engine.run_turn("Hello there"))
         await asyncio.sleep(0.25)  # the turn has started; now another process locks the file
-        holder = sqlite3.connect(engine.settings.db_path, isolation_level=None)
+        holder = sqlite_module().connect(engine.settings.db_path, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
         try:
             with pytest.raises(StorageError, match="not writable"):

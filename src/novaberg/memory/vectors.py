@@ -1,0 +1,458 @@
+"""The vector index: one vector per memory item per embedder, and the nearest items to a
+query vector among one user's current items, on SQLite (sqlite-vec) and PostgreSQL
+(pgvector), with an exact scan where neither is available.
+
+- ``memory_vectors`` (float32 blobs, one row per item and embedder) is the truth on both
+  databases; ``vector_spaces`` records each embedder's name and vector length once. A vector
+  of another length is refused (:class:`~novaberg.errors.VectorDimensionError`, naming
+  ``novaberg memory reindex``), and two embedders' vectors are never compared.
+- SQLite with sqlite-vec loaded (:mod:`novaberg.storage.sql` opens SQLite through
+  ``sqlean`` for that): each embedder gets a ``vec0`` table ``memory_vec_<space id>``
+  partitioned by user, with cosine distance, fed from ``memory_vectors`` by triggers (so
+  every delete, forget's and the ``ON DELETE CASCADE`` of a memory included, removes the
+  vector there too). A process that cannot load the extension drops those triggers and marks
+  the index stale; the next one that can rebuilds it from ``memory_vectors``.
+- PostgreSQL with pgvector: ``CREATE EXTENSION vector`` is run by this code (never by a
+  migration, which would fail on a server without it), ``memory_vectors`` gets a ``vector``
+  column ``emb`` and, per embedder, a partial HNSW index over ``emb::vector(dim)`` (cosine).
+- Otherwise (``mode == "exact"``): a numpy scan over the user's stored blobs, exact but slower
+  at many items; :attr:`VectorIndex.notice` says why and what to install.
+
+Every method is synchronous and queries the database: from async code call them through
+``await db.run(...)``; construct the index that way too (it checks the extension).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from novaberg.errors import StorageError, VectorDimensionError
+from novaberg.storage.db import Database, now
+from novaberg.storage.sql import Connection
+
+log = logging.getLogger("novaberg")
+
+Mode = Literal["sqlite-vec", "pgvector", "exact"]
+REINDEX = "novaberg memory reindex"
+KNN_LIMIT = 4096
+"""sqlite-vec's largest ``k``: beyond it (a user with thousands of superseded facts) the
+search scans exactly instead."""
+_NAME = re.compile(r"[A-Za-z0-9._:/@+\-]{1,200}")
+
+PGVECTOR_HINT = (
+    "install pgvector on the PostgreSQL server (Debian/Ubuntu: apt-get install "
+    "postgresql-<version>-pgvector; see https://github.com/pgvector/pgvector#installation) and "
+    "restart Novaberg; it then runs CREATE EXTENSION vector itself (or a superuser runs it "
+    "once in this database)"
+)
+
+
+@dataclass(frozen=True)
+class Space:
+    """One embedder's vectors: its name, their length, whether its fast index is built."""
+
+    id: int
+    embedder: str
+    dim: int
+    indexed: bool
+
+    @property
+    def table(self) -> str:
+        return f"memory_vec_{self.id}"
+
+
+@dataclass(frozen=True)
+class SpaceStats:
+    embedder: str
+    dim: int
+    vectors: int
+    indexed: bool
+
+
+def check_name(embedder: str) -> str:
+    """Embedder names go into index names and SQL literals: word characters and ``.:/@+-``."""
+    if not _NAME.fullmatch(embedder):
+        raise ValueError(f"invalid embedder name {embedder!r}")
+    return embedder
+
+
+def _literal(embedder: str) -> str:
+    return "'" + check_name(embedder).replace("'", "''") + "'"
+
+
+def pack(vec: Sequence[float] | npt.NDArray[Any]) -> bytes:
+    """float32, little-endian: what ``memory_vectors.vec`` and sqlite-vec store."""
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def _pg_text(vec: npt.NDArray[np.float32]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
+def _as_query(vec: Sequence[float] | npt.NDArray[Any], what: str) -> npt.NDArray[np.float32]:
+    arr = np.asarray(vec, dtype=np.float32).reshape(-1)
+    if arr.size == 0 or not np.all(np.isfinite(arr)):
+        raise StorageError(f"{what}: a vector must be non-empty and finite")
+    return arr
+
+
+class VectorIndex:
+    """Nearest-neighbour search over stored memory vectors (see the module docstring)."""
+
+    mode: Mode
+    """What :meth:`nearest` uses on this database and Python."""
+    notice: str | None
+    """Why the fast index is not used, and what to do (doctor and traces show it); or None."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        if db.dialect == "sqlite":
+            self.mode, self.notice = self._prepare_sqlite()
+        else:
+            self.mode, self.notice = self._prepare_postgres()
+        if self.mode != "exact":
+            for space in self._spaces():
+                if not space.indexed:
+                    with self.db.transaction() as c:
+                        self._build_index(c, space)
+
+    # -- setup -------------------------------------------------------------------------
+    def _prepare_sqlite(self) -> tuple[Mode, str | None]:
+        conn = self.db.conn
+        version = getattr(conn, "vec_version", None)
+        if version:
+            return "sqlite-vec", None
+        why = getattr(conn, "vec_error", None) or "unknown reason"
+        return "exact", (
+            f"sqlite-vec is not loaded ({why}): memory search by meaning scans every stored "
+            "vector, exact but slower with many memories; install the sqlean.py and sqlite-vec "
+            "packages (they come with Novaberg) to index them"
+        )
+
+    def _prepare_postgres(self) -> tuple[Mode, str | None]:
+        have = self.db.scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        if have is None:
+            offered = self.db.scalar(
+                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+            )
+            if offered is None:
+                return "exact", (
+                    "pgvector is not installed on this PostgreSQL server: memory search by "
+                    f"meaning scans every stored vector, exact but slower; {PGVECTOR_HINT}"
+                )
+            try:
+                with self.db.transaction() as c:
+                    c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except StorageError as exc:
+                if self.db.scalar("SELECT 1 FROM pg_extension WHERE extname = 'vector'") is None:
+                    log.info("pgvector: CREATE EXTENSION vector failed: %s", exc)
+                    return "exact", (
+                        "pgvector is installed on the server but this database user may not "
+                        "add it (CREATE EXTENSION vector failed): memory search by meaning "
+                        "scans every stored vector; ask a superuser to run CREATE EXTENSION "
+                        "vector once in this database"
+                    )
+        has_column = self.db.scalar(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'memory_vectors' AND column_name = 'emb'"
+        )
+        if has_column is None:
+            with self.db.transaction() as c:
+                c.execute("ALTER TABLE memory_vectors ADD COLUMN IF NOT EXISTS emb vector")
+        self._backfill_pg()
+        return "pgvector", None
+
+    def _backfill_pg(self) -> None:
+        """Vectors stored while pgvector was missing get their ``emb`` value."""
+        while True:
+            rows = self.db.query(
+                "SELECT memory_id, embedder, vec FROM memory_vectors WHERE emb IS NULL LIMIT 500"
+            )
+            if not rows:
+                return
+            with self.db.transaction() as c:
+                for r in rows:
+                    arr = np.frombuffer(bytes(r["vec"]), dtype="<f4")
+                    c.execute(
+                        "UPDATE memory_vectors SET emb = ?::vector "
+                        "WHERE memory_id = ? AND embedder = ?",
+                        (_pg_text(arr), r["memory_id"], r["embedder"]),
+                    )
+
+    def _build_index(self, c: Connection, space: Space) -> None:
+        """The fast index of one space, made (or remade) from ``memory_vectors``."""
+        lit = _literal(space.embedder)
+        t = space.table
+        if self.mode == "sqlite-vec":
+            c.execute(f"DROP TABLE IF EXISTS {t}")
+            c.execute(
+                f"CREATE VIRTUAL TABLE {t} USING vec0(user_id text partition key, "
+                f"embedding float[{space.dim}] distance_metric=cosine)"
+            )
+            c.execute(
+                f"INSERT INTO {t}(rowid, user_id, embedding) SELECT memory_id, user_id, vec "
+                "FROM memory_vectors WHERE embedder = ? AND length(vec) = ?",
+                (space.embedder, space.dim * 4),
+            )
+            add = (
+                f"INSERT INTO {t}(rowid, user_id, embedding) "
+                "VALUES (new.memory_id, new.user_id, new.vec)"
+            )
+            c.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {t}_insert AFTER INSERT ON memory_vectors "
+                f"WHEN new.embedder = {lit} BEGIN {add}; END"
+            )
+            c.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {t}_delete AFTER DELETE ON memory_vectors "
+                f"WHEN old.embedder = {lit} BEGIN DELETE FROM {t} WHERE rowid = old.memory_id; END"
+            )
+            c.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {t}_update AFTER UPDATE ON memory_vectors "
+                f"WHEN old.embedder = {lit} BEGIN DELETE FROM {t} WHERE rowid = old.memory_id; "
+                f"{add}; END"
+            )
+        elif self.mode == "pgvector":
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {t} ON memory_vectors USING hnsw "
+                f"((emb::vector({space.dim})) vector_cosine_ops) WHERE embedder = {lit}"
+            )
+        else:
+            return
+        c.execute("UPDATE vector_spaces SET indexed = 1 WHERE id = ?", (space.id,))
+
+    # -- spaces ------------------------------------------------------------------------
+    @staticmethod
+    def _space_of(row: dict[str, Any]) -> Space:
+        return Space(int(row["id"]), str(row["embedder"]), int(row["dim"]), bool(row["indexed"]))
+
+    def _spaces(self) -> list[Space]:
+        rows = self.db.query("SELECT id, embedder, dim, indexed FROM vector_spaces ORDER BY id")
+        return [self._space_of(r) for r in rows]
+
+    def space(self, embedder: str) -> Space | None:
+        row = self.db.one(
+            "SELECT id, embedder, dim, indexed FROM vector_spaces WHERE embedder = ?", (embedder,)
+        )
+        return None if row is None else self._space_of(row)
+
+    def _ensure_space(self, c: Connection, embedder: str, dim: int) -> Space:
+        check_name(embedder)
+        sql = "SELECT id, embedder, dim, indexed FROM vector_spaces WHERE embedder = ?"
+        row = c.execute(sql, (embedder,)).one()
+        if row is None:
+            c.execute(
+                "INSERT INTO vector_spaces (embedder, dim, indexed, created_at) "
+                "VALUES (?, ?, 0, ?) ON CONFLICT (embedder) DO NOTHING",
+                (embedder, dim, now()),
+            )
+            row = c.execute(sql, (embedder,)).one()
+            assert row is not None
+        space = self._space_of(row)
+        _check_dim(space, dim)
+        if not space.indexed and self.mode != "exact":
+            self._build_index(c, space)
+            space = Space(space.id, space.embedder, space.dim, True)
+        return space
+
+    def recorded(self) -> dict[str, int]:
+        """Embedder name → the vector length recorded for it."""
+        return {s.embedder: s.dim for s in self._spaces()}
+
+    def stats(self) -> list[SpaceStats]:
+        """Per embedder: length, how many vectors, whether the fast index serves it."""
+        counts = {
+            str(r["embedder"]): int(r["n"])
+            for r in self.db.query(
+                "SELECT embedder, COUNT(*) AS n FROM memory_vectors GROUP BY embedder"
+            )
+        }
+        return [
+            SpaceStats(s.embedder, s.dim, counts.get(s.embedder, 0), s.indexed)
+            for s in self._spaces()
+        ]
+
+    # -- writes ------------------------------------------------------------------------
+    def upsert(
+        self,
+        c: Connection,
+        memory_id: int,
+        user_id: str,
+        embedder: str,
+        vec: Sequence[float] | npt.NDArray[Any],
+    ) -> None:
+        """Store (or replace) the item's vector of this embedder, inside the caller's
+        transaction. A vector whose length differs from the recorded one is refused."""
+        arr = _as_query(vec, f"the vector of memory {memory_id}")
+        self._ensure_space(c, embedder, int(arr.size))
+        if c.dialect == "sqlite":
+            c.execute(
+                "DELETE FROM memory_vectors WHERE memory_id = ? AND embedder = ?",
+                (memory_id, embedder),
+            )
+            c.execute(
+                "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec) "
+                "VALUES (?, ?, ?, ?)",
+                (memory_id, embedder, user_id, pack(arr)),
+            )
+        elif self.mode == "pgvector":
+            c.execute(
+                "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec, emb) "
+                "VALUES (?, ?, ?, ?, ?::vector) ON CONFLICT (memory_id, embedder) DO UPDATE "
+                "SET user_id = excluded.user_id, vec = excluded.vec, emb = excluded.emb",
+                (memory_id, embedder, user_id, pack(arr), _pg_text(arr)),
+            )
+        else:
+            c.execute(
+                "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (memory_id, embedder) DO UPDATE "
+                "SET user_id = excluded.user_id, vec = excluded.vec",
+                (memory_id, embedder, user_id, pack(arr)),
+            )
+
+    def delete(self, c: Connection, memory_ids: Iterable[int]) -> None:
+        """Remove every embedder's vector of these items (the fast indexes follow)."""
+        ids = sorted({int(i) for i in memory_ids})
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            c.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({marks})", chunk)
+
+    def drop(self, embedder: str) -> int:
+        """Forget every vector of this embedder and its recorded length (a reindex after
+        the model behind the name changed); returns how many vectors went."""
+        space = self.space(embedder)
+        if space is None:
+            return 0
+        with self.db.transaction() as c:
+            n = c.execute("DELETE FROM memory_vectors WHERE embedder = ?", (embedder,)).rowcount
+            if self.mode == "sqlite-vec":
+                for suffix in ("insert", "delete", "update"):
+                    c.execute(f"DROP TRIGGER IF EXISTS {space.table}_{suffix}")
+                c.execute(f"DROP TABLE IF EXISTS {space.table}")
+            elif self.mode == "pgvector":
+                c.execute(f"DROP INDEX IF EXISTS {space.table}")
+            c.execute("DELETE FROM vector_spaces WHERE id = ?", (space.id,))
+        return int(n)
+
+    # -- reads -------------------------------------------------------------------------
+    def nearest(
+        self,
+        user_id: str,
+        embedder: str,
+        query: Sequence[float] | npt.NDArray[Any],
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """The user's ``k`` current items nearest to ``query`` among the vectors of this
+        embedder: (memory id, cosine similarity), best first. Superseded facts (``valid_to``
+        set) are left out. Raises :class:`VectorDimensionError` when the recorded length of
+        this embedder's vectors differs from the query's."""
+        q = _as_query(query, "the query vector")
+        space = self.space(embedder)
+        if space is None or k <= 0:
+            return []
+        _check_dim(space, int(q.size))
+        if self.mode == "sqlite-vec" and space.indexed:
+            found = self._nearest_vec0(space, user_id, q, k)
+            if found is not None:
+                return found
+        elif self.mode == "pgvector" and space.indexed:
+            return self._nearest_pg(space, user_id, q, k)
+        return self._nearest_exact(space, user_id, q, k)
+
+    def _nearest_vec0(
+        self, space: Space, user_id: str, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]] | None:
+        # the KNN runs before the join, so ask for as many more as the user has superseded
+        superseded = int(
+            self.db.scalar(
+                "SELECT COUNT(*) FROM memories WHERE user_id = ? AND valid_to IS NOT NULL",
+                (user_id,),
+            )
+        )
+        fetch = k + superseded
+        if fetch > KNN_LIMIT:
+            return None
+        rows = self.db.query(
+            "WITH f AS MATERIALIZED (SELECT rowid AS id, distance "
+            f"FROM {space.table} WHERE embedding MATCH ? AND k = ? AND user_id = ?) "
+            "SELECT f.id, f.distance FROM f JOIN memories m ON m.id = f.id "
+            "WHERE m.valid_to IS NULL",
+            (pack(q), fetch, user_id),
+        )
+        found = sorted((float(r["distance"]), int(r["id"])) for r in rows)[:k]
+        return [(i, 1.0 - d) for d, i in found]
+
+    def _nearest_pg(
+        self, space: Space, user_id: str, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        dist = f"(v.emb::vector({space.dim}) <=> ?::vector({space.dim}))"
+        text = _pg_text(q)
+        with self.db.transaction() as c:
+            # HNSW keeps scanning until k rows pass the user and validity filters
+            c.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
+            rows = c.execute(
+                f"SELECT v.memory_id AS id, {dist} AS distance FROM memory_vectors v "
+                "JOIN memories m ON m.id = v.memory_id "
+                f"WHERE v.embedder = {_literal(space.embedder)} AND v.user_id = ? "
+                f"AND m.valid_to IS NULL ORDER BY {dist}, v.memory_id LIMIT ?",
+                (text, user_id, text, k),
+            ).rows
+        return [(int(r["id"]), 1.0 - float(r["distance"])) for r in rows]
+
+    def _nearest_exact(
+        self, space: Space, user_id: str, q: npt.NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        rows = self.db.query(
+            "SELECT v.memory_id AS id, v.vec FROM memory_vectors v "
+            "JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.embedder = ? AND v.user_id = ? AND m.valid_to IS NULL",
+            (space.embedder, user_id),
+        )
+        width = space.dim * 4
+        rows = [r for r in rows if len(r["vec"]) == width]
+        if not rows:
+            return []
+        ids = np.fromiter((int(r["id"]) for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(bytes(r["vec"]) for r in rows), dtype="<f4")
+        matrix = matrix.reshape(len(rows), space.dim)
+        norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
+        sims = (matrix @ q) / np.maximum(norms, 1e-12)
+        take = min(k, len(rows))
+        best = np.argpartition(-sims, take - 1)[:take]
+        order = sorted(best.tolist(), key=lambda i: (-float(sims[i]), int(ids[i])))
+        return [(int(ids[i]), min(1.0, float(sims[i]))) for i in order]
+
+    def missing(self, embedder: str, user_id: str | None = None, limit: int = 1000) -> list[int]:
+        """Ids of items (oldest first) that have no vector of this embedder yet."""
+        params: list[Any] = [embedder]
+        where = ""
+        if user_id is not None:
+            where = "AND m.user_id = ? "
+            params.append(user_id)
+        params.append(limit)
+        rows = self.db.query(
+            "SELECT m.id FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v "
+            f"WHERE v.memory_id = m.id AND v.embedder = ?) {where}ORDER BY m.id LIMIT ?",
+            params,
+        )
+        return [int(r["id"]) for r in rows]
+
+
+def _check_dim(space: Space, given: int) -> None:
+    if given != space.dim:
+        raise VectorDimensionError(
+            f"The embedder {space.embedder!r} now gives vectors of {given} numbers, but the "
+            f"stored ones have {space.dim}: the model behind that name changed. Run "
+            f"`{REINDEX} --embedder {space.embedder}` to compute them again.",
+            embedder=space.embedder,
+            recorded=space.dim,
+            given=given,
+        )
