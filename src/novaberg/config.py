@@ -265,6 +265,23 @@ class Server(BaseModel):
     readiness_timeout_s: float = Field(
         5.0, gt=0, description="seconds /readyz waits for the database and the primary backend"
     )
+    rate_limit_per_minute: int = Field(
+        120,
+        ge=0,
+        description="requests per minute each user may send to /v1 and /api (a token bucket "
+        "holding a minute's worth; more is refused with 429 and Retry-After); 0: no limit",
+    )
+    max_queue: int = Field(
+        64,
+        ge=0,
+        description="model calls that may wait for a slot; a new turn while this many wait is "
+        "refused with 503 and Retry-After",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="origins a browser may call the server from (CORS), e.g. "
+        '["http://localhost:3000"] for Open WebUI\'s direct connections; empty: CORS off',
+    )
 
 
 class Settings(BaseSettings):
@@ -352,6 +369,12 @@ class Settings(BaseSettings):
         None,
         description="postgresql://user:pass@host:5432/db keeps everything in PostgreSQL "
         "(unset: SQLite in the data directory)",
+    )
+    frontend_jwt_secret: SecretStr | None = Field(
+        None,
+        description="the secret Open WebUI signs X-OpenWebUI-User-Jwt with "
+        "(its FORWARD_USER_INFO_HEADER_JWT_SECRET); set: a --frontend key's end users must come "
+        "signed",
     )
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retries: Retries = Field(default_factory=Retries)

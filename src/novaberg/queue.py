@@ -125,6 +125,10 @@ class ModelQueue:
         self.retries = retries
         self._slots = {b.name: PrioritySlots(limits.get(b.name, 1)) for b in chain.backends}
 
+    def depth(self) -> dict[str, tuple[int, int]]:
+        """Per backend: (calls waiting for a slot, calls running) right now."""
+        return {name: (len(s._waiters), s.busy) for name, s in self._slots.items()}
+
     async def submit(
         self,
         request: ChatRequest,

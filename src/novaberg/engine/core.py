@@ -130,8 +130,13 @@ class Engine:
         on_progress: ProgressCallback | None = None,
         user: str | None = None,
         on_start: Callable[[int], None] | None = None,
+        regenerate: int | None = None,
     ) -> TurnResult:
         """Run one turn, then any second pass it scheduled (its answer is a follow-up).
+
+        ``regenerate``: the turn (of this conversation, with this message) whose reply is asked
+        for again: this turn runs with origin ``regenerate`` and stores only its reply, which
+        replaces the old one (``turn_store.store_turn``); no second user message, no memory.
 
         ``user``: whose conversation and memory (default ``settings.user``; the server passes
         the user of the request's key). ``on_start(turn_id)`` runs once the turn is recorded
@@ -141,7 +146,14 @@ class Engine:
         message = validate_message(text, self.settings)
         conversation = open_conversation(self.db, user, conversation_id)
         result = await self._run(
-            message, user, conversation, "user", on_token, on_progress, on_start=on_start
+            message,
+            user,
+            conversation,
+            "user" if regenerate is None else "regenerate",
+            on_token,
+            on_progress,
+            parent_turn_id=regenerate,
+            on_start=on_start,
         )
         result.followups = await self._drain_self_triggers(result.turn_id, user, conversation)
         result.events = self.db.events_of_turn(result.turn_id)

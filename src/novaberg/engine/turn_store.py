@@ -69,8 +69,12 @@ def store_turn(
     """Store a finished turn whole: messages, trace, calls, and (when salience kept it) the
     memory item with its jobs, in one transaction."""
     item = final.get("memory_item")
+    regenerate = final.get("origin") == "regenerate"
 
     def also(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:
+        if regenerate:  # the message and its memory are stored already, with the old turn
+            replace_replies(c, turn_id)
+            return None
         if item is None:
             return None
         return remember(c, events, memory, user, item, turn_id, message_id, conversation)
@@ -82,7 +86,7 @@ def store_turn(
         reply=final["reply"],
         trace=trace_document(final, trace),
         calls=trace.calls,
-        user_message=final.get("origin") != "self_trigger",
+        user_message=final.get("origin") not in ("self_trigger", "regenerate"),
         also=also,
     )
     memory_id = None
@@ -98,6 +102,19 @@ def store_turn(
         state=final,
         trace=trace,
         memory_id=memory_id,
+    )
+
+
+def replace_replies(c: Connection, turn_id: int) -> None:
+    """A regenerate's reply replaces the reply of the turn it regenerates (and of earlier
+    regenerates of that turn): the old assistant messages are deleted, in the regenerate's
+    transaction. The old turn keeps its user message, trace and memory."""
+    c.execute(
+        "DELETE FROM messages WHERE role = 'assistant' AND turn_id IN ("
+        "SELECT o.id FROM turns r JOIN turns o ON o.id = r.parent_turn_id WHERE r.id = ? "
+        "UNION SELECT s.id FROM turns r JOIN turns s ON s.parent_turn_id = r.parent_turn_id "
+        "WHERE r.id = ? AND s.origin = 'regenerate' AND s.id <> r.id)",
+        (turn_id, turn_id),
     )
 
 

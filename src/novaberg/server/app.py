@@ -10,14 +10,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.server import api_memory, api_turns, health, openai, stats_api
 from novaberg.server.errors import install_error_handlers
-from novaberg.server.limits import BodyLimit
+from novaberg.server.limits import BodyLimit, ConversationBusy
+from novaberg.server.ratelimit import RateLimiter
 
 log = logging.getLogger("novaberg.server")
+CORS_REQUEST_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "X-Novaberg-Conversation-Id",
+    "X-OpenWebUI-Chat-Id",
+    "X-OpenWebUI-User-Id",
+    "X-OpenWebUI-User-Jwt",
+    "Last-Event-ID",
+]
+CORS_RESPONSE_HEADERS = ["X-Novaberg-Conversation-Id", "X-Novaberg-Turn-Id", "Retry-After"]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -28,6 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
             log.warning("notice: %s", notice)
         app.state.engine = engine
         app.state.turns = set()
+        app.state.busy = ConversationBusy()
         engine.start_background()  # memory jobs a previous process left waiting
         try:
             yield
@@ -45,6 +58,15 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.state.limiter = RateLimiter(settings.server.rate_limit_per_minute)
+    if settings.server.cors_origins:  # outermost: error answers carry the CORS headers too
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.server.cors_origins,
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=CORS_RESPONSE_HEADERS,
+        )
     app.include_router(health.router)
     app.include_router(openai.router)
     app.include_router(stats_api.router)

@@ -1,10 +1,8 @@
 """Who is asking: the ``Authorization: Bearer KEY`` of every ``/v1`` and ``/api`` request,
-looked up by its hash (:mod:`novaberg.server.users`). A missing, wrong or revoked key is a
-401; what the request reads or writes belongs to the key's user.
-
-The lookup runs on the event loop: the :class:`~novaberg.storage.db.Database` holds one
-connection that must stay in the loop's thread (sqlite3 refuses a connection used from
-another thread). It is one indexed query.
+looked up by its hash (:mod:`novaberg.server.users`) in the database's worker threads. A
+missing, wrong or revoked key is a 401; what the request reads or writes belongs to the key's
+user, or, for a front-end's key, to the end user it names (:mod:`novaberg.server.frontend`).
+Each user then takes one request from their rate-limit bucket (:mod:`novaberg.server.ratelimit`).
 """
 
 from __future__ import annotations
@@ -13,9 +11,13 @@ from fastapi import Request
 
 from novaberg.engine import Engine
 from novaberg.server.errors import ApiProblem
+from novaberg.server.frontend import UNAUTHORIZED_HEADERS, end_user, end_user_name
+from novaberg.server.ratelimit import RateLimiter, retry_after
 from novaberg.server.users import UserStore
 
-UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
+SHARED_ROUTES = frozenset({"/v1/models"})
+"""Routes that read no user's data: a front-end key may call them without naming an end user
+even while signed end users are required (Open WebUI lists models on its own)."""
 
 
 def engine_of(request: Request) -> Engine:
@@ -34,8 +36,8 @@ def bearer_key(request: Request) -> str | None:
 
 
 async def require_user(request: Request) -> str:
-    """The name of the user whose active key the request carries (a FastAPI dependency;
-    ``async`` so that FastAPI runs it on the loop, not in its thread pool)."""
+    """The name of the user the request runs as (a FastAPI dependency): the user of its
+    active key, or ``NAME/ID`` for the end user a front-end key names."""
     key = bearer_key(request)
     if key is None:
         raise ApiProblem(
@@ -44,7 +46,9 @@ async def require_user(request: Request) -> str:
             code="invalid_api_key",
             headers=UNAUTHORIZED_HEADERS,
         )
-    user = UserStore(engine_of(request).db).authenticate(key)
+    engine = engine_of(request)
+    store = UserStore(engine.db)
+    user = await engine.db.run(store.authenticate, key)
     if user is None:
         raise ApiProblem(
             401,
@@ -52,4 +56,23 @@ async def require_user(request: Request) -> str:
             code="invalid_api_key",
             headers=UNAUTHORIZED_HEADERS,
         )
-    return user.name
+    name = user.name
+    if user.frontend:
+        secret = engine.settings.frontend_jwt_secret
+        end = end_user(
+            request.headers,
+            None if secret is None else secret.get_secret_value(),
+            required=request.url.path not in SHARED_ROUTES,
+        )
+        name = end_user_name(user.name, end)
+    limiter: RateLimiter | None = getattr(request.app.state, "limiter", None)
+    wait = None if limiter is None else limiter.take(name)
+    if wait is not None:
+        raise ApiProblem(
+            429,
+            "Too many requests for this user (server.rate_limit_per_minute); "
+            "retry after the seconds in Retry-After.",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": retry_after(wait)},
+        )
+    return name

@@ -1,9 +1,32 @@
-"""Which conversation a request continues: ``X-Novaberg-Conversation-Id`` (one of the
-user's conversation ids), else ``X-OpenWebUI-Chat-Id`` (a front-end's own chat id, mapped to
-one conversation per user), else a new conversation. Another user's conversation answers 404,
-exactly as one that does not exist (no existence leak)."""
+"""Which conversation a request continues, and whether it asks for a reply again.
+
+The conversation: ``X-Novaberg-Conversation-Id`` (one of the user's conversation ids), else
+``X-OpenWebUI-Chat-Id`` (a front-end's own chat id, a string, mapped to one conversation per
+user in ``conversation_aliases``), else the user's conversation whose stored messages match
+the history the request resends (the messages before its last user message), else a new one.
+Another user's conversation answers 404, exactly as one that does not exist.
+
+The resent history is only compared, never stored: Nova keeps her own. The comparison takes
+the user messages in order, and the assistant messages as a multiset of pieces, so that what
+front-ends do to a reply does not break it: a reasoning block they fold into the text
+(``<details type="reasoning">``, ``<think>``) is dropped, a follow-up Nova sent in the same
+response (after ``---``) counts as its own piece wherever it was shown, and assistant messages
+before the first user message (a character's greeting in SillyTavern) are not Nova's.
+
+A regenerate: the same history and the same last message again, i.e. the conversation's
+last user message is this message and the stored messages before it match the history. The
+turn then runs again as a ``regenerate`` of that turn (:mod:`novaberg.engine`): the user's
+message and its memory are not stored a second time, and the new reply replaces the old one.
+A request with no history at all and no conversation header starts a new conversation (a
+first message repeated is a new chat more often than a regenerate).
+"""
 
 from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fastapi import Request
 
@@ -15,6 +38,49 @@ CONVERSATION_HEADER = "X-Novaberg-Conversation-Id"
 TURN_HEADER = "X-Novaberg-Turn-Id"
 OPENWEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
 MAX_EXTERNAL_ID_CHARS = 200
+MAX_CANDIDATES = 50
+"""The user's newest conversations holding the history's last user message that are compared
+(older ones than that start a new conversation)."""
+
+_REASONING = re.compile(
+    r"<details\b[^>]*type=[\"']reasoning[\"'][^>]*>.*?</details>|<think>.*?</think>",
+    re.DOTALL | re.IGNORECASE,
+)
+_RULE = re.compile(r"\n[ \t]*---[ \t]*\n")
+
+Said = tuple[str, str]
+"""(role, text) of one message."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    conversation: int
+    regenerate: int | None = None
+    """The turn whose reply the request asks for again; ``None`` for a new turn."""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    role: str
+    text: str
+    turn_id: int
+
+
+def _pieces(text: str) -> list[str]:
+    cleaned = _REASONING.sub("", text)
+    return [p.strip() for p in _RULE.split(cleaned) if p.strip()]
+
+
+def history_key(messages: Sequence[Said]) -> tuple[tuple[str, ...], Counter[str]]:
+    """What two histories must share to be the same conversation (see the module text)."""
+    users: list[str] = []
+    pieces: Counter[str] = Counter()
+    for role, text in messages:
+        if role == "user":
+            users.append(text.strip())
+        elif role == "assistant" and users:
+            pieces.update(_pieces(text))
+    return tuple(users), pieces
 
 
 def _not_found(conversation: str) -> ApiProblem:
@@ -23,8 +89,11 @@ def _not_found(conversation: str) -> ApiProblem:
     )
 
 
-def conversation_for(request: Request, db: Database, user: str) -> int:
-    """The conversation this request's turn goes into (created when new)."""
+async def choose_conversation(
+    request: Request, db: Database, user: str, history: Sequence[Said], message: str
+) -> Choice:
+    """The conversation this request's turn goes into (created when new), and the turn it
+    regenerates, if it is one."""
     named = request.headers.get(CONVERSATION_HEADER)
     if named is not None:
         text = named.strip()
@@ -35,9 +104,9 @@ def conversation_for(request: Request, db: Database, user: str) -> int:
                 code="invalid_conversation_id",
             )
         conversation = int(text)
-        if db.conversation_user(conversation) != user:
+        if await db.run(db.conversation_user, conversation) != user:
             raise _not_found(text)
-        return conversation
+        return await db.run(_in_conversation, db, conversation, history, message)
     external = request.headers.get(OPENWEBUI_CHAT_HEADER)
     if external is not None and not is_blank(external):
         if len(external) > MAX_EXTERNAL_ID_CHARS:
@@ -46,8 +115,71 @@ def conversation_for(request: Request, db: Database, user: str) -> int:
                 f"{OPENWEBUI_CHAT_HEADER} is longer than {MAX_EXTERNAL_ID_CHARS} characters.",
                 code="invalid_conversation_id",
             )
-        return aliased_conversation(db, user, external.strip())
-    return db.new_conversation(user)
+        conversation = await db.run(aliased_conversation, db, user, external.strip())
+        return await db.run(_in_conversation, db, conversation, history, message)
+    return await db.run(matching_conversation, db, user, history, message)
+
+
+def stored_messages(db: Database, conversation: int) -> list[_Stored]:
+    """The conversation's messages as GET /api/conversations/{id}/messages shows them."""
+    rows = db.query(
+        "SELECT m.role, m.content, m.turn_id FROM messages m JOIN turns t ON t.id = m.turn_id "
+        "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
+        "ORDER BY m.id",
+        (conversation,),
+    )
+    return [_Stored(str(r["role"]), str(r["content"]), int(r["turn_id"])) for r in rows]
+
+
+def _said(stored: Sequence[_Stored]) -> list[Said]:
+    return [(s.role, s.text) for s in stored]
+
+
+def _regenerated_turn(
+    stored: Sequence[_Stored], history: Sequence[Said], message: str
+) -> int | None:
+    """The turn of the last user message when it is ``message`` and what came before it
+    matches ``history``."""
+    last = next((i for i in range(len(stored) - 1, -1, -1) if stored[i].role == "user"), None)
+    if last is None or stored[last].text.strip() != message.strip():
+        return None
+    if history_key(_said(stored[:last])) != history_key(history):
+        return None
+    return stored[last].turn_id
+
+
+def _in_conversation(
+    db: Database, conversation: int, history: Sequence[Said], message: str
+) -> Choice:
+    """A named conversation: it continues; a regenerate when the request is one."""
+    stored = stored_messages(db, conversation)
+    if history_key(_said(stored)) == history_key(history):
+        return Choice(conversation)
+    return Choice(conversation, _regenerated_turn(stored, history, message))
+
+
+def matching_conversation(db: Database, user: str, history: Sequence[Said], message: str) -> Choice:
+    """The user's newest conversation whose stored messages are ``history`` (it continues) or
+    are ``history`` followed by this very message (a regenerate); else a new one."""
+    users, _ = history_key(history)
+    if users:
+        rows = db.query(
+            "SELECT DISTINCT m.conversation_id FROM messages m "
+            "JOIN conversations c ON c.id = m.conversation_id "
+            "WHERE c.user_id = ? AND m.role = 'user' AND m.content = ? "
+            "ORDER BY m.conversation_id DESC LIMIT ?",
+            (user, users[-1], MAX_CANDIDATES),
+        )
+        wanted = history_key(history)
+        for row in rows:
+            conversation = int(row["conversation_id"])
+            stored = stored_messages(db, conversation)
+            if history_key(_said(stored)) == wanted:
+                return Choice(conversation)
+            regenerated = _regenerated_turn(stored, history, message)
+            if regenerated is not None:
+                return Choice(conversation, regenerated)
+    return Choice(db.new_conversation(user))
 
 
 def aliased_conversation(db: Database, user: str, external: str) -> int:
@@ -59,14 +191,19 @@ def aliased_conversation(db: Database, user: str, external: str) -> int:
     if found is not None:
         return int(found)
     stamp = now()
-    with db.transaction() as c:
+    with db.transaction() as c:  # two first requests at once: one alias wins, both use it
         created = c.execute(
             "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
             (user, stamp),
         ).scalar()
         c.execute(
             "INSERT INTO conversation_aliases (user_id, external_id, conversation_id, "
-            "created_at) VALUES (?, ?, ?, ?)",
+            "created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (user, external, created, stamp),
         )
-    return int(created)
+        chosen = c.execute(
+            "SELECT conversation_id FROM conversation_aliases "
+            "WHERE user_id = ? AND external_id = ?",
+            (user, external),
+        ).scalar()
+    return int(chosen)

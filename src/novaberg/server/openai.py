@@ -1,11 +1,15 @@
 """The OpenAI-compatible endpoint: ``GET /v1/models`` and ``POST /v1/chat/completions``.
 
-The turn's message is the request's last user message; the history a client resends is not
-used (Nova has her own, stored). What streams: while the turn runs, the node that runs (as
-``reasoning_content``, when ``server.stream_progress``); after it, the answer that passed the
-tribunal, as ``content`` chunks (the responder's draft never streams: the tribunal may send
-it back); then any self-triggered follow-up of the turn, set apart by a rule (``---``).
-A client that disconnects mid-stream leaves the turn running: it finishes and is stored.
+The turn's message is the request's last user message; the history a client resends only
+chooses the conversation and tells a regenerate (:mod:`novaberg.server.conversations`), it is
+never stored (Nova has her own). One turn runs per conversation at a time (a second request
+gets 409); a full model queue answers 503 (:mod:`novaberg.server.limits`).
+
+What streams: while the turn runs, the node that runs (as ``reasoning_content``, when
+``server.stream_progress``); after it, the answer that passed the tribunal, as ``content``
+chunks (the responder's draft never streams: the tribunal may send it back); then any
+self-triggered follow-up of the turn, set apart by a rule (``---``). A client that
+disconnects mid-stream leaves the turn running: it finishes and is stored.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.engine import Engine, TurnResult
 from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
 from novaberg.server.auth import engine_of, require_user
-from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, conversation_for
+from novaberg.server.conversations import (
+    CONVERSATION_HEADER,
+    TURN_HEADER,
+    Said,
+    choose_conversation,
+)
 from novaberg.server.errors import ApiProblem, openai_error
+from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg.server")
@@ -64,22 +74,35 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
 
 
-def last_user_text(messages: list[ChatMessage]) -> str:
-    for message in reversed(messages):
-        if message.role != "user":
-            continue
-        if isinstance(message.content, list):
-            return "\n".join(p.text or "" for p in message.content if p.type == "text")
-        return message.content or ""
+def text_of(message: ChatMessage) -> str:
+    if isinstance(message.content, list):
+        return "\n".join(p.text or "" for p in message.content if p.type == "text")
+    return message.content or ""
+
+
+def _last_user_index(messages: list[ChatMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
     raise ApiProblem(400, "The request has no user message.", code="invalid_request")
 
 
-def usage_of(engine: Engine, result: TurnResult) -> dict[str, int]:
+def last_user_text(messages: list[ChatMessage]) -> str:
+    return text_of(messages[_last_user_index(messages)])
+
+
+def resent_history(messages: list[ChatMessage]) -> list[Said]:
+    """The user and assistant messages the client resends before its last user message."""
+    before = messages[: _last_user_index(messages)]
+    return [(m.role, text_of(m)) for m in before if m.role in ("user", "assistant")]
+
+
+async def usage_of(engine: Engine, result: TurnResult) -> dict[str, int]:
     """Tokens of every call this response needed: the turn's, and its follow-ups' turns'."""
     prompt = sum(c.prompt_eval_count for c in result.trace.calls)
     completion = sum(c.eval_count for c in result.trace.calls)
     for followup in result.followups:
-        for call in engine.db.calls_of(int(followup["turn_id"])):
+        for call in await engine.db.run(engine.db.calls_of, int(followup["turn_id"])):
             prompt += int(call["prompt_eval_count"] or 0)
             completion += int(call["eval_count"] or 0)
     return {
@@ -124,13 +147,21 @@ async def chat_completions(
         message = validate_message(last_user_text(body.messages), engine.settings)
     except UsageError as exc:
         raise ApiProblem(400, str(exc), code="invalid_message") from exc
-    conversation = conversation_for(request, engine.db, user)
+    choice = await choose_conversation(
+        request, engine.db, user, resent_history(body.messages), message
+    )
+    conversation = choice.conversation
+    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)
+    busy: ConversationBusy = request.app.state.busy
+    busy.claim(conversation)
     if body.stream:
-        return await _stream(engine, request, body, user, message, conversation)
+        return await _stream(engine, request, body, user, message, conversation, choice.regenerate)
     try:
-        result = await _turn(engine, request, user, message, conversation)
+        result = await _turn(engine, request, user, message, conversation, choice.regenerate)
     except NovabergError as exc:
         raise _turn_error(exc) from exc
+    finally:
+        busy.release(conversation)
     completion = {
         "id": f"chatcmpl-nova-{result.turn_id}",
         "object": "chat.completion",
@@ -144,7 +175,7 @@ async def chat_completions(
                 "logprobs": None,
             }
         ],
-        "usage": usage_of(engine, result),
+        "usage": await usage_of(engine, result),
     }
     return JSONResponse(completion, headers=_ids(conversation, result.turn_id))
 
@@ -159,10 +190,14 @@ async def _turn(
     user: str,
     message: str,
     conversation: int,
+    regenerate: int | None,
     **callbacks: Any,
 ) -> TurnResult:
-    """One turn for ``user``; its memory jobs start after it (in this process's loop)."""
-    result = await engine.run_turn(message, conversation_id=conversation, user=user, **callbacks)
+    """One turn for ``user`` (``regenerate``: the turn whose reply it asks for again); its
+    memory jobs start after it (in this process's loop)."""
+    result = await engine.run_turn(
+        message, conversation_id=conversation, user=user, regenerate=regenerate, **callbacks
+    )
     engine.start_background()
     return result
 
@@ -192,6 +227,7 @@ async def _stream(
     user: str,
     message: str,
     conversation: int,
+    regenerate: int | None,
 ) -> StreamingResponse | JSONResponse:
     events: asyncio.Queue[_Event] = asyncio.Queue()
     progress = engine.settings.server.stream_progress
@@ -205,9 +241,18 @@ async def _stream(
 
     task = asyncio.create_task(
         _turn(
-            engine, request, user, message, conversation, on_start=on_start, on_progress=on_progress
+            engine,
+            request,
+            user,
+            message,
+            conversation,
+            regenerate,
+            on_start=on_start,
+            on_progress=on_progress,
         )
     )
+    busy: ConversationBusy = request.app.state.busy
+    task.add_done_callback(lambda _: busy.release(conversation))
     running: set[asyncio.Task[TurnResult]] = request.app.state.turns
     running.add(task)  # kept until done: a client that leaves does not stop the turn
     task.add_done_callback(running.discard)
@@ -255,7 +300,7 @@ async def _stream(
                 "created": created,
                 "model": MODEL_ID,
                 "choices": [],
-                "usage": usage_of(engine, result),
+                "usage": await usage_of(engine, result),
             }
             yield f"data: {json.dumps(usage)}\n\n"
         yield "data: [DONE]\n\n"

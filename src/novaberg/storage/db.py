@@ -392,10 +392,13 @@ class Database:
 
     def history(self, conversation_id: int, turns: int) -> list[Message]:
         """The last ``turns`` completed exchanges of a conversation, oldest first; a turn
-        whose words were forgotten is left out."""
+        whose words were forgotten is left out, and so is a turn being regenerated right now
+        (its message is the running turn's own)."""
         rows = self.query(
             "SELECT m.role, m.content FROM messages m JOIN turns t ON t.id = m.turn_id "
             "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.parent_turn_id = t.id "
+            "AND r.origin = 'regenerate' AND r.status = 'running') "
             "ORDER BY m.id DESC LIMIT ?",
             (conversation_id, turns * 2),
         )
