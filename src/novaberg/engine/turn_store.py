@@ -52,6 +52,12 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         "draft": final.get("draft"),
         "answered_by": trace.answered_by(),
         "notices": trace.notices,
+        # when each call (in the order of ``calls``) was sent, ms after the turn's first node:
+        # the time axis of the web page's waterfall (numbers only, no text)
+        "call_sent_ms": [
+            round((c.started - trace.node_started[0]) * 1000, 1) if trace.node_started else None
+            for c in trace.calls
+        ],
     }
 
 

@@ -410,6 +410,16 @@ class MemoryStore:
         return [_profile(r) for r in rows]
 
     # -- forgetting --------------------------------------------------------------------
+    def family(self, user: str, memory_id: int) -> list[int] | None:
+        """The ids :meth:`forget` would remove with ``memory_id`` (itself included), without
+        removing anything; ``None`` if the user has no such item."""
+        rows = self.db.query(
+            "SELECT id, kind, derived_from, consolidated_into FROM memories WHERE user_id = ?",
+            (user,),
+        )
+        by_id = {int(r["id"]): r for r in rows}
+        return sorted(_family(memory_id, by_id)) if memory_id in by_id else None
+
     def forget(self, user: str, memory_id: int) -> Forgotten | None:
         """Remove an item and everything derived from it, everywhere, for good: every place
         of :data:`FORGET_MAP`, walked in its order. Returns ``None`` if the user has no such

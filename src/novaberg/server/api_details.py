@@ -1,0 +1,125 @@
+"""Details the web page shows and no CLI command prints.
+
+``GET /api/turns/{id}/why``: what the web page's Why panel shows beside the contract object
+of ``GET /api/turns/{id}`` — from the turn's stored trace: when each call was sent (the time
+axis of the waterfall), every tribunal round's votes, the corrector's rounds, the nodes that
+ran, and the memories the turn was given (the enricher's retrieval and what the thinker
+recalled), each with its reason and, while the user still has it, its text.
+
+Only the key's user's turns; another user's turn answers 404 like a missing one. A turn whose
+words were forgotten has no trace left: its lists are empty.
+
+``GET /api/memory/{id}/family``: what ``DELETE /api/memory/{id}`` would forget with the item
+(the facts derived from it, the items a forgotten fact was made of), so that the page's
+confirmation can say what else goes. Nothing is changed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from novaberg.memory.store import MemoryStore
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.errors import ApiProblem
+from novaberg.server.stored_turns import turn_owner
+from novaberg.storage.db import Database
+
+router = APIRouter(prefix="/api")
+
+MAX_ID = 2**63 - 1
+
+
+def _memories(store: MemoryStore, user: str, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    ids = [int(g["id"]) for g in given if isinstance(g.get("id"), int)]
+    items = store.by_ids(user, ids)
+    out = []
+    for g in given:
+        item = items.get(int(g.get("id") or 0))
+        out.append(
+            {
+                "id": g.get("id"),
+                "score": g.get("score"),
+                "reason": g.get("reason"),
+                "text": item.text if item else None,
+                "kind": item.kind if item else None,
+                "current": item.current if item else None,
+            }
+        )
+    return out
+
+
+def turn_why(db: Database, turn_id: int, user: str) -> dict[str, Any] | None:
+    """The Why details of the user's turn ``turn_id``; ``None`` when the user has none."""
+    row = turn_owner(db, turn_id)
+    if row is None or row["user_id"] != user:
+        return None
+    trace: dict[str, Any] = json.loads(row["trace_json"] or "{}") or {}
+    store = MemoryStore(db)
+    court = trace.get("tribunal") or {}
+    thinker = trace.get("thinker") or {}
+    corrector = trace.get("corrector") or {}
+    return {
+        "turn_id": turn_id,
+        "status": row["status"],
+        "nodes": trace.get("nodes") or [],
+        "router": trace.get("router"),
+        "answered_by": trace.get("answered_by"),
+        "call_sent_ms": trace.get("call_sent_ms"),
+        "rounds": court.get("history") or ([court["votes"]] if court.get("votes") else []),
+        "corrector": {
+            "rounds": corrector.get("rounds", 0),
+            "reasons": corrector.get("reasons") or [],
+            "applied": corrector.get("applied"),
+        }
+        if corrector
+        else None,
+        "retrieved": _memories(store, user, trace.get("retrieval") or []),
+        "recalled": _memories(store, user, thinker.get("recalled") or []),
+        "notices": trace.get("notices") or [],
+    }
+
+
+@router.get("/turns/{turn_id}/why", tags=["turns"])
+async def why(
+    turn_id: int, request: Request, user: Annotated[str, Depends(require_user)]
+) -> dict[str, Any]:
+    """The details of a turn's trace for the web page's Why panel."""
+    db = engine_of(request).db
+    found = await db.run(turn_why, db, turn_id, user) if 1 <= turn_id <= MAX_ID else None
+    if found is None:
+        raise ApiProblem(404, f"There is no turn {turn_id}.")
+    return found
+
+
+def forget_family(db: Database, user: str, memory_id: int) -> dict[str, Any] | None:
+    store = MemoryStore(db)
+    ids = store.family(user, memory_id)
+    if ids is None:
+        return None
+    items = store.by_ids(user, ids)
+    turns = {i.source_turn_id for i in items.values() if i.source_turn_id}
+    return {
+        "id": memory_id,
+        "items": [
+            {"id": i, "kind": items[i].kind, "text": items[i].text}
+            for i in sorted(ids, key=lambda i: (i != memory_id, i))
+            if i in items
+        ],
+        "source_turns": sorted(turns),
+    }
+
+
+@router.get("/memory/{memory_id}/family", tags=["memory"])
+async def family(
+    memory_id: int, request: Request, user: Annotated[str, Depends(require_user)]
+) -> dict[str, Any]:
+    """What forgetting the memory would remove with it (``items``, the memory itself first
+    among them, and the turns whose words would be erased); nothing is changed."""
+    db = engine_of(request).db
+    found = await db.run(forget_family, db, user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    if found is None:
+        raise ApiProblem(404, f"There is no memory {memory_id}.")
+    return found

@@ -1,0 +1,140 @@
+// Talking to the server: the key from sessionStorage (this tab only) in the Authorization
+// header, never in a URL; Server-Sent Events read with fetch() and a stream reader
+// (EventSource cannot send a header).
+const KEY = "novaberg.key";
+
+export function key() {
+  return sessionStorage.getItem(KEY);
+}
+export function setKey(value) {
+  sessionStorage.setItem(KEY, value);
+}
+export function dropKey() {
+  sessionStorage.removeItem(KEY);
+}
+
+export class ApiError extends Error {
+  constructor(status, detail, retryAfter) {
+    super(detail);
+    this.status = status; // 0: the server could not be reached
+    this.detail = detail;
+    this.retryAfter = retryAfter;
+  }
+}
+
+function headers(extra) {
+  const out = { ...(extra || {}) };
+  const k = key();
+  if (k) out.Authorization = `Bearer ${k}`;
+  return out;
+}
+
+async function failure(response) {
+  let detail = response.statusText;
+  try {
+    const body = await response.json();
+    detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+  } catch {
+    /* not JSON: the status text says enough */
+  }
+  return new ApiError(response.status, detail, response.headers.get("Retry-After"));
+}
+
+/** fetch with the key; a non-2xx answer or a network failure throws ApiError. */
+export async function request(method, path, { json, body, signal, accept } = {}) {
+  const init = { method, headers: headers(accept ? { Accept: accept } : {}), signal };
+  if (json !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(json);
+  } else if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = body;
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, "unreachable", null);
+  }
+  if (!response.ok) throw await failure(response);
+  return response;
+}
+
+export async function getJSON(path, options) {
+  return (await request("GET", path, options)).json();
+}
+
+/** Calls onEvent({event, data, id}) for each event of a text/event-stream response. */
+export async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replaceAll("\r\n", "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const event = { event: "message", data: "", id: null };
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") event.event = text;
+        else if (field === "data") data.push(text);
+        else if (field === "id") event.id = text;
+      }
+      if (!data.length) continue;
+      event.data = data.join("\n");
+      try {
+        event.data = JSON.parse(event.data);
+      } catch {
+        /* plain text data */
+      }
+      onEvent(event);
+    }
+  }
+}
+
+/**
+ * The user's event stream (GET /api/events), reconnecting with Last-Event-ID so that
+ * nothing is missed; returns a function that stops it.
+ */
+export function followEvents(onEvent, onState) {
+  const controller = new AbortController();
+  let last = null;
+  let wait = 500;
+  (async () => {
+    while (!controller.signal.aborted) {
+      try {
+        const extra = { Accept: "text/event-stream" };
+        if (last) extra["Last-Event-ID"] = last;
+        const response = await fetch("/api/events", {
+          headers: headers(extra),
+          signal: controller.signal,
+        });
+        if (response.status === 404 || response.status === 401) {
+          onState?.(response.status);
+          return; // no event stream on this server, or the key was revoked
+        }
+        if (!response.ok) throw new Error(String(response.status));
+        onState?.(200);
+        wait = 500;
+        await readEvents(response, (event) => {
+          if (event.id) last = event.id;
+          onEvent(event);
+        });
+      } catch (err) {
+        if (controller.signal.aborted) return;
+        onState?.(0);
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 15000);
+    }
+  })();
+  return () => controller.abort();
+}

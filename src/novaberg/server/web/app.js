@@ -1,0 +1,104 @@
+// The page's entry point: language, signing in and out, the views, the event stream.
+import { dropKey, followEvents, getJSON, key, setKey } from "./api.js";
+import { addFollowup, isRunning, newConversation, refreshConversations, resetChat, setupChat, stop } from "./chat.js";
+import { $ } from "./dom.js";
+import { setLanguage, t } from "./i18n.js";
+import { setupMemory, showMemory } from "./memory.js";
+import { loadStats, setupStats } from "./stats.js";
+import { clearBanners, errorBanner } from "./ui.js";
+import { setupWhy } from "./why.js";
+
+const VIEWS = ["chat", "memory", "stats"];
+let stopEvents = null;
+
+function show(view) {
+  const signedIn = Boolean(key());
+  $("view-signin").hidden = signedIn;
+  $("nav").hidden = !signedIn;
+  const chosen = signedIn ? (VIEWS.includes(view) ? view : "chat") : null;
+  for (const v of VIEWS) $(`view-${v}`).hidden = v !== chosen;
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.dataset.view === chosen) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  if (chosen === "memory") showMemory();
+  else if (chosen === "stats") loadStats();
+  else if (chosen === "chat") refreshConversations();
+}
+
+function route() {
+  show(location.hash.slice(1));
+}
+
+function onEvent({ event, data }) {
+  if (event === "followup") addFollowup(data.turn_id, data.text, data.conversation_id);
+  else if (event === "job" && !$("view-memory").hidden) showMemory();
+}
+
+function signedIn() {
+  stopEvents?.();
+  stopEvents = followEvents(onEvent);
+  route();
+  if ($("view-chat").hidden === false) $("message").focus();
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const value = $("key").value.trim();
+  if (!value) return;
+  $("signin-error").textContent = "";
+  setKey(value);
+  try {
+    await getJSON("/api/conversations?limit=1");
+  } catch (err) {
+    dropKey();
+    if (err.status === 401) $("signin-error").textContent = t("key_refused");
+    else errorBanner(err);
+    return;
+  }
+  $("key").value = "";
+  clearBanners();
+  newConversation();
+  signedIn();
+}
+
+function signOut() {
+  stopEvents?.();
+  stopEvents = null;
+  resetChat();
+  dropKey();
+  clearBanners();
+  history.replaceState(null, "", "/");
+  show(null);
+  $("key").focus();
+}
+
+async function boot() {
+  try {
+    const config = await getJSON("/web/config.json");
+    setLanguage(config.language);
+  } catch {
+    setLanguage("en");
+  }
+  setupChat();
+  setupWhy();
+  setupMemory();
+  setupStats();
+  $("signin-form").addEventListener("submit", signIn);
+  $("sign-out").addEventListener("click", signOut);
+  window.addEventListener("hashchange", route);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && isRunning() && !document.querySelector("dialog[open]")) {
+      e.preventDefault();
+      stop();
+    }
+  });
+  if (key()) signedIn();
+  else {
+    show(null);
+    $("key").focus();
+  }
+  document.body.dataset.ready = "true";
+}
+
+boot();

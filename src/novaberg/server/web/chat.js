@@ -1,0 +1,232 @@
+// The chat: conversations, sending (streamed when the server streams), the pipeline's
+// progress on one live line, follow-ups from the turn and from /api/events, stopping a turn.
+import { ApiError, getJSON, readEvents, request } from "./api.js";
+import { $, clear, h, when } from "./dom.js";
+import { lang, t } from "./i18n.js";
+import { errorBanner } from "./ui.js";
+import { openWhy } from "./why.js";
+
+const state = {
+  conversation: null, // the open conversation's id; null: the next message starts one
+  running: null, // the AbortController of the turn being sent
+  shown: new Set(), // turn ids whose Nova message is on screen
+  pending: [], // follow-ups that arrived before their conversation was known
+};
+
+function whyButton(turnId) {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "why-button",
+      "aria-label": `${t("why")} (${turnId})`,
+      "data-turn": turnId,
+      onclick: () => openWhy(turnId),
+    },
+    t("why"),
+  );
+}
+
+function message(role, text, turnId, label) {
+  const who = label || (role === "user" ? t("you") : t("nova"));
+  const body = h("p", { class: "text" });
+  body.textContent = text;
+  const li = h(
+    "li",
+    { class: `message ${role}`, "data-turn": turnId ?? "" },
+    h("span", { class: "who" }, who),
+    body,
+  );
+  if (role !== "user" && turnId) {
+    li.append(whyButton(turnId));
+    state.shown.add(Number(turnId));
+  }
+  $("messages").append(li);
+  li.scrollIntoView({ block: "end" });
+  return li;
+}
+
+function setTurn(li, turnId) {
+  if (!turnId || li.dataset.turn) return;
+  li.dataset.turn = turnId;
+  li.append(whyButton(turnId));
+  state.shown.add(Number(turnId));
+}
+
+export function addFollowup(turnId, text, conversation) {
+  if (!turnId || state.shown.has(Number(turnId))) return;
+  if (conversation !== undefined && conversation !== state.conversation) {
+    if (state.running) state.pending.push({ turnId, text, conversation });
+    else refreshConversations();
+    return;
+  }
+  message("followup", text, turnId, t("followup"));
+}
+
+function progress(text) {
+  $("progress").textContent = text || "";
+}
+
+export async function refreshConversations() {
+  const list = $("conversation-list");
+  let items;
+  try {
+    items = (await getJSON("/api/conversations")).items;
+  } catch (err) {
+    errorBanner(err);
+    return;
+  }
+  clear(list);
+  if (!items.length) list.append(h("li", { class: "muted" }, t("no_conversations")));
+  for (const c of items) {
+    const current = c.id === state.conversation;
+    list.append(
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            class: "conversation",
+            "data-conversation": c.id,
+            "aria-current": current ? "true" : null,
+            onclick: () => openConversation(c.id),
+          },
+          `${t("conversation")} ${c.id}`,
+          h("small", {}, ` ${when(c.created_at, lang)} · ${c.turns} ${t("turns")}`),
+        ),
+      ),
+    );
+  }
+}
+
+export async function openConversation(id) {
+  state.conversation = id;
+  state.shown.clear();
+  clear($("messages"));
+  progress("");
+  try {
+    const { items } = await getJSON(`/api/conversations/${id}/messages`);
+    for (const m of items) message(m.role === "user" ? "user" : "nova", m.content, m.turn_id);
+  } catch (err) {
+    errorBanner(err);
+  }
+  refreshConversations();
+  $("message").focus();
+}
+
+export function newConversation() {
+  state.conversation = null;
+  state.shown.clear();
+  clear($("messages"));
+  progress("");
+  refreshConversations();
+  $("message").focus();
+}
+
+function finish(li, result) {
+  state.conversation = result.conversation_id;
+  li.querySelector(".text").textContent = result.reply;
+  setTurn(li, result.turn_id);
+  for (const f of result.followups || []) addFollowup(f.turn_id, f.reply);
+}
+
+async function send() {
+  const box = $("message");
+  const text = box.value.trim();
+  if (!text || state.running) return;
+  box.value = "";
+  message("user", text);
+  const li = message("nova", "");
+  li.setAttribute("aria-busy", "true");
+  const controller = new AbortController();
+  state.running = controller;
+  $("stop").hidden = false;
+  progress(t("progress_waiting"));
+  const trail = [];
+  let stopped = false;
+  let failed = false;
+  try {
+    const response = await request("POST", "/api/turns?stream=true", {
+      json: { message: text, conversation_id: state.conversation },
+      signal: controller.signal,
+      accept: "text/event-stream, application/json",
+    });
+    if ((response.headers.get("Content-Type") || "").includes("text/event-stream")) {
+      let streamed = "";
+      await readEvents(response, ({ event, data }) => {
+        if (event === "start") {
+          state.conversation = data.conversation_id;
+          setTurn(li, data.turn_id);
+        } else if (event === "progress") {
+          if (trail[trail.length - 1] !== data.node) trail.push(data.node);
+          progress(t("progress_node", { node: trail.join(" → ") }));
+        } else if (event === "token") {
+          streamed += data.text;
+          li.querySelector(".text").textContent = streamed;
+        } else if (event === "reply") {
+          li.querySelector(".text").textContent = data.text;
+          setTurn(li, data.turn_id);
+        } else if (event === "followup") {
+          addFollowup(data.turn_id, data.text);
+        } else if (event === "done") {
+          finish(li, data);
+        } else if (event === "error") {
+          failed = true;
+          errorBanner(new ApiError(data.status, data.detail, null));
+        }
+      });
+    } else {
+      finish(li, await response.json());
+    }
+  } catch (err) {
+    if (err.name === "AbortError") stopped = true;
+    else {
+      failed = true;
+      errorBanner(err);
+    }
+  } finally {
+    state.running = null;
+    $("stop").hidden = true;
+    li.removeAttribute("aria-busy");
+    if (!li.querySelector(".text").textContent && (failed || stopped)) li.remove();
+    progress(stopped ? t("stopped") : "");
+    const waiting = state.pending.splice(0);
+    for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation);
+    refreshConversations();
+  }
+}
+
+export function stop() {
+  if (state.running) state.running.abort();
+}
+
+export function isRunning() {
+  return state.running !== null;
+}
+
+export function setupChat() {
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    send();
+  });
+  $("message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      send();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("new-conversation").addEventListener("click", newConversation);
+}
+
+export function resetChat() {
+  stop();
+  state.conversation = null;
+  state.shown.clear();
+  state.pending = [];
+  clear($("messages"));
+  clear($("conversation-list"));
+  progress("");
+}

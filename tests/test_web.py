@@ -1,0 +1,473 @@
+"""Nova's web page in a real browser (Debian's chromium through Playwright) against a real
+``novaberg serve`` process over the shipped Ollama-protocol test server: sign in, chat with the
+answer streaming and the pipeline's progress, the Why panel (calls, votes, corrections,
+memories), a last resort's follow-up arriving without a reload, forgetting a memory, export
+and import, error banners, stopping a turn, hostile text rendered as text. Any console error
+or page error fails a test (the few a test provokes on purpose are named). Screenshots of each
+page at desktop width and at 375 px go to test-artifacts/web/."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from novaberg.config import load_settings
+from novaberg.server.app import create_app
+from novaberg.server.web import CSP, page_weight
+from novaberg.testing import OllamaTestServer, Reply
+from tests.server_helpers import Nova, running_nova
+from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
+
+USERS = ("ada", "bob", "cyd", "dan", "eve", "fay", "gus", "hal", "ivy")
+CHECK = Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": True}))
+
+
+def salient(summary: str) -> Reply:
+    return Reply(content=json.dumps({"score": 0.9, "summary": summary}))
+
+
+def vote(v: str, reason: str) -> Reply:
+    return Reply(content=json.dumps({"vote": v, "reason": reason}))
+
+
+@pytest.fixture(scope="module")
+def nova(
+    ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Nova]:
+    home = tmp_path_factory.mktemp("serve-web") / "home"
+    env = {"NOVABERG_SERVER__RATE_LIMIT_PER_MINUTE": "300"}
+    with running_nova(ollama_server, home, USERS, extra_env=env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as (_, launched):
+        yield launched
+
+
+@pytest.fixture
+def watched(browser: Browser, nova: Nova) -> Iterator[Watched]:
+    context = browser.new_context(viewport=DESKTOP, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    seen = watch(page)
+    try:
+        yield seen
+        assert not seen.unexpected(), seen.unexpected()
+        assert not seen.dialogs, seen.dialogs
+        keys = list(nova.keys.values())
+        assert not [u for u in seen.urls if any(k in u for k in keys)]  # never in a URL
+    finally:
+        context.close()
+
+
+def send(page: Page, text: str) -> None:
+    box = page.get_by_label("Message to Nova")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def record_progress(page: Page) -> None:
+    """Remember every text the live progress line and Nova's last message show."""
+    page.evaluate(
+        """() => {
+        window.__progress = []; window.__texts = [];
+        new MutationObserver(() => window.__progress.push(
+            document.getElementById('progress').textContent)).observe(
+            document.getElementById('progress'), {childList: true, characterData: true,
+            subtree: true});
+        new MutationObserver(() => {
+            const t = document.querySelectorAll('#messages .message.nova .text');
+            if (t.length) window.__texts.push(t[t.length - 1].textContent);
+        }).observe(document.getElementById('messages'),
+            {childList: true, characterData: true, subtree: true});
+    }"""
+    )
+
+
+def nova_messages(page: Page) -> list[str]:
+    return page.locator(
+        "#messages .message.nova .text, #messages .message.followup .text"
+    ).all_text_contents()
+
+
+def test_sign_in_chat_streams_and_why_shows_calls_votes_and_memories(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["ada"])
+    shoot(page, "chat-empty-desktop")
+    server.script("salience", salient("The user's parrot is called Pixelkorn."))
+    server.script("responder", Reply(content="What a lovely name for a parrot."))
+    record_progress(page)
+    send(page, "My parrot is called Pixelkorn.")
+    expect(page.locator("#messages .message.nova .text")).to_have_text(
+        "What a lovely name for a parrot."
+    )
+    # the second turn retrieves the first one's memory and goes through a revise round
+    server.script("router", CHECK)
+    server.script("responder", Reply(content="Parrots need company."))
+    server.script("judge_persona", vote("revise", "Too curt for Nova."), vote("ok", "Warmer."))
+    server.script("corrector", Reply(content="Pixelkorn will love some company, I think!"))
+    send(page, "Does Pixelkorn need company?")
+    last = page.locator("#messages .message.nova").last
+    expect(last.locator(".text")).to_have_text("Pixelkorn will love some company, I think!")
+    progress = page.evaluate("window.__progress")
+    texts = page.evaluate("window.__texts")
+    if _streams(nova):
+        assert any("router" in p for p in progress), progress  # the live line named nodes
+        assert any("responder" in p for p in progress), progress
+        assert "Parrots need company." not in texts  # a sent-back draft never shows
+    last.get_by_role("button", name=re.compile("Why")).click()
+    why = page.locator("#why")
+    expect(why).to_be_visible()
+    expect(why.locator("svg.waterfall")).to_be_visible()
+    rows = why.locator("svg.waterfall .call-row")
+    callers = [rows.nth(i).get_attribute("data-caller") for i in range(rows.count())]
+    assert callers.count("corrector") == 1 and "responder" in callers and "router" in callers
+    assert sum(c.startswith("judge_") for c in callers if c) == 6
+    table = why.locator("table.calls tbody tr")
+    assert table.count() == len(callers)
+    expect(table.first.locator(".badge")).to_have_text("ok")
+    expect(why.locator("table.votes")).to_have_count(2)  # two rounds
+    persona = why.locator("table.votes").first.locator("tr[data-judge=persona]")
+    expect(persona).to_contain_text("revise")
+    expect(persona).to_contain_text("Too curt for Nova.")
+    expect(why.locator(".corrections")).to_have_text(re.compile(r"Corrections: 1"))
+    expect(why.locator(".given")).to_contain_text("Pixelkorn")  # the memory it was given
+    expect(why.locator(".given .reason")).to_contain_text(re.compile("pixelkorn", re.I))
+    expect(why.locator(".salience")).to_be_visible()
+    shoot(page, "why-desktop")
+    page.set_viewport_size(PHONE)
+    shoot(page, "why-375")
+    page.get_by_role("button", name="Close").click()
+    shoot(page, "chat-375")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    page.set_viewport_size(DESKTOP)
+    shoot(page, "chat-desktop")
+
+
+def _streams(nova: Nova) -> bool:
+    """Whether this server streams POST /api/turns (the page reads it either way)."""
+    paths = httpx.get(f"{nova.url}/openapi.json", timeout=10).json()["paths"]
+    params = paths["/api/turns"]["post"].get("parameters", [])
+    return any(p.get("name") == "stream" for p in params)
+
+
+def test_a_last_resorts_follow_up_appears_without_a_reload(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["bob"])
+    page.evaluate("window.__same_page = 42")
+    server.script("router", CHECK)
+    server.script("responder", Reply(content="Draft answer."), Reply(content="Second look."))
+    server.script("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
+    server.script("thinker_nachfass", Reply(content="prose"), Reply(content="more prose"))
+    send(page, "check this for me")
+    expect(page.locator("#messages .message.followup .text")).to_have_text("Second look.")
+    expect(page.locator("#messages .message.followup")).to_have_count(1)  # never twice
+    assert page.evaluate("window.__same_page") == 42  # no reload
+    assert nova_messages(page)[0].startswith("Draft answer.")
+    page.locator("#messages .message.nova").first.get_by_role(
+        "button", name=re.compile("Why")
+    ).click()
+    why = page.locator("#why")
+    expect(why.locator(".badge.thinker-last_resort")).to_have_text("last_resort")
+    expect(why.locator(".badge.outcome-think_split_prose").first).to_be_visible()
+    expect(why.locator(".badge.outcome-malformed").first).to_be_visible()
+
+
+def test_forget_a_memory_and_it_is_gone_from_list_and_search(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["cyd"])
+    server.script("salience", salient("The user's cat is called Quokkamiso."))
+    send(page, "My cat is called Quokkamiso.")
+    expect(page.locator("#messages .message.nova .text")).not_to_be_empty()
+    page.get_by_role("link", name="Memory").click()
+    items = page.locator("#memory-list .memory-item")
+    expect(items.filter(has_text="Quokkamiso")).to_have_count(1)
+    shoot(page, "memory-desktop")
+    page.get_by_label("Search what Nova remembers").fill("Quokkamiso")
+    page.get_by_role("button", name="Search", exact=True).click()
+    found = items.filter(has_text="Quokkamiso")
+    expect(found).to_have_count(1)
+    expect(found.locator(".reason")).to_contain_text(re.compile("quokkamiso", re.I))  # why
+    expect(found.locator(".provenance")).to_have_text(re.compile(r"from turn \d+"))
+    found.get_by_role("button", name=re.compile("Forget")).click()
+    confirm = page.locator("#confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm).to_contain_text("Quokkamiso")  # it says what goes
+    expect(confirm).to_contain_text("turn")
+    page.locator("#confirm-ok").click()
+    expect(page.locator("#memory-summary")).to_contain_text("Forgotten")
+    expect(items.filter(has_text="Quokkamiso")).to_have_count(0)  # gone from the search
+    page.get_by_role("button", name="Show all").click()
+    expect(page.locator("#memory-summary")).not_to_contain_text("Forgotten")
+    expect(items.filter(has_text="Quokkamiso")).to_have_count(0)  # and from the list
+    listed = httpx.get(f"{nova.url}/api/memory", headers=nova.auth("cyd")).json()["items"]
+    assert not [i for i in listed if "Quokkamiso" in i["text"]]
+
+
+def test_export_and_import_round_trip(
+    watched: Watched, nova: Nova, server: OllamaTestServer, tmp_path: Path
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["dan"])
+    server.script("salience", salient("The user grows Zitronenmelisse."))
+    send(page, "I grow Zitronenmelisse on my balcony.")
+    expect(page.locator("#messages .message.nova .text")).not_to_be_empty()
+    page.get_by_role("link", name="Memory").click()
+    page.get_by_role("tab", name="Export and import").click()
+    shoot(page, "transfer-desktop")
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download export").click()
+    exported = tmp_path / "export.json"
+    info.value.save_as(exported)
+    assert info.value.suggested_filename == "novaberg-memory.json"
+    assert "Zitronenmelisse" in exported.read_text(encoding="utf-8")
+    listed = httpx.get(f"{nova.url}/api/memory", headers=nova.auth("dan")).json()["items"]
+    [item] = [i for i in listed if "Zitronenmelisse" in i["text"]]
+    assert httpx.delete(f"{nova.url}/api/memory/{item['id']}", headers=nova.auth("dan")).is_success
+    page.get_by_label("Import an export file").set_input_files(str(exported))
+    expect(page.locator("#transfer-status")).to_contain_text("Imported")
+    page.get_by_role("tab", name="Items").click()
+    expect(
+        page.locator("#memory-list .memory-item").filter(has_text="Zitronenmelisse")
+    ).to_have_count(1)
+    # a file that is not an export is refused with the CLI's checks, and nothing changes
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}', encoding="utf-8")
+    watched.allow(r"status of 400")
+    page.get_by_role("tab", name="Export and import").click()
+    page.get_by_label("Import an export file").set_input_files(str(bad))
+    expect(page.locator("#transfer-status")).to_contain_text("Import refused")
+
+
+def test_a_hostile_reply_renders_as_text(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["eve"])
+    hostile = "<img src=x onerror=alert(1)>"
+    server.script("responder", Reply(content=hostile))
+    send(page, "<b>bold?</b> " + hostile)
+    expect(page.locator("#messages .message.nova .text")).to_have_text(hostile)
+    expect(page.locator("#messages .message.user .text")).to_have_text("<b>bold?</b> " + hostile)
+    assert page.locator("#messages img, #messages b").count() == 0
+    page.wait_for_timeout(200)  # an onerror would have fired by now
+    assert not watched.dialogs
+    page.get_by_role("link", name="Memory").click()  # the conversation list and memory too
+    assert page.locator("img").count() == 0
+
+
+def test_a_banner_says_the_backend_is_down(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["fay"])
+    watched.allow(r"status of 502")
+    server.standing("responder", Reply(status=400, error="the model refused"))
+    send(page, "are you there?")
+    banner = page.locator("#banners .banner")
+    expect(banner).to_contain_text("model backend")
+    expect(page.locator("#messages .message.nova")).to_have_count(0)  # no empty answer left
+    shoot(page, "banner-desktop")
+    page.locator("#banners .dismiss").click()
+    expect(banner).to_have_count(0)
+
+
+def test_a_banner_says_a_turn_is_still_running_409(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["fay"])
+    watched.allow(r"status of 409")
+    server.script("responder", Reply(content="First."))
+    send(page, "first")
+    expect(page.locator("#messages .message.nova .text")).to_have_text("First.")
+    conversation = int(
+        page.locator(".conversation[aria-current=true]").get_attribute("data-conversation") or 0
+    )
+    server.script("responder", Reply(content="Slow.", delay_s=3.0))
+    body = {"message": "slow one", "conversation_id": conversation}
+    with httpx.Client(timeout=30) as client:
+        slow = threading.Thread(
+            target=client.post,
+            args=(f"{nova.url}/api/turns",),
+            kwargs={"json": body, "headers": nova.auth("fay")},
+        )
+        slow.start()
+        _wait_running(nova, "fay")
+        probe = client.post(
+            f"{nova.url}/api/turns",
+            json={"message": "probe", "conversation_id": conversation},
+            headers=nova.auth("fay"),
+        )
+        if probe.status_code != 409:
+            slow.join()
+            pytest.skip(f"POST /api/turns answers {probe.status_code}, not 409, while busy")
+        send(page, "second")
+        expect(page.locator("#banners .banner")).to_contain_text("still running")
+        slow.join()
+
+
+def test_a_banner_says_how_long_to_wait_after_a_429(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["fay"])
+    watched.allow(r"status of 429")
+    with httpx.Client(timeout=30) as client:  # this user's requests per minute are spent
+        for _ in range(1000):
+            answer = client.get(f"{nova.url}/api/conversations", headers=nova.auth("fay"))
+            if answer.status_code == 429:
+                break
+        else:
+            pytest.fail("no 429 after 1000 requests")
+    send(page, "third")
+    expect(page.locator("#banners .banner")).to_contain_text(re.compile(r"wait \d+ s"))
+
+
+def _wait_running(nova: Nova, user: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        db = nova.db()
+        try:
+            running = db.scalar(
+                "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
+                "WHERE c.user_id = ? AND t.status = 'running'",
+                (user,),
+            )
+        finally:
+            db.close()
+        if running:
+            return
+        time.sleep(0.02)
+    pytest.fail("the slow turn never started")
+
+
+def test_escape_stops_a_running_turn(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["gus"])
+    server.script("responder", Reply(content="Too late.", delay_s=2.0))
+    send(page, "take your time")
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("#progress")).to_contain_text("Stopped")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    assert "Too late." not in nova_messages(page)
+
+
+def test_stats_draws_charts_and_every_page_fits_375_px(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["hal"])
+    send(page, "hello")
+    expect(page.locator("#messages .message.nova .text")).not_to_be_empty()
+    page.get_by_role("link", name="Stats").click()
+    charts = page.locator("#stats-body svg.chart")
+    expect(charts.nth(1)).to_be_visible()  # rates and latency; judges' corrections when any
+    assert page.locator("#stats-body svg.chart rect").count() >= 6
+    expect(page.locator("#stats-body figure").nth(1)).to_contain_text("responder")
+    shoot(page, "stats-desktop")
+    page.set_viewport_size(PHONE)
+    for view in ("stats", "memory", "chat"):
+        page.goto(f"{nova.url}/#{view}")
+        expect(page.locator(f"#view-{view}")).to_be_visible()
+        page.wait_for_load_state("networkidle")
+        shoot(page, f"{view}-375")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], view
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+    shoot(page, "signin-375")
+    page.set_viewport_size(DESKTOP)
+    shoot(page, "signin-desktop")
+
+
+def test_a_wrong_key_is_refused_and_the_keyboard_reaches_everything(
+    watched: Watched, nova: Nova
+) -> None:
+    page = watched.page
+    watched.allow(r"status of 401")
+    page.goto(nova.url + "/")
+    page.get_by_label("API key").fill("not-a-key")
+    page.keyboard.press("Enter")
+    expect(page.locator("#signin-error")).to_contain_text("refused")
+    page.get_by_label("API key").fill(nova.keys["ivy"])
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Message to Nova")).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Shift+Tab")
+    focused = page.evaluate("document.activeElement.textContent")
+    assert focused  # the conversation list / new conversation precede the composer
+
+
+def test_german_when_the_server_says_de(watched: Watched, nova: Nova) -> None:
+    page = watched.page
+    page.route(
+        "**/web/config.json",
+        lambda route: route.fulfill(json={"language": "de"}, headers={"Cache-Control": "no-store"}),
+    )
+    sign_in_de = page.goto(nova.url + "/")
+    assert sign_in_de is not None
+    expect(page.locator("html")).to_have_attribute("lang", "de")
+    expect(page.get_by_role("button", name="Anmelden")).to_be_visible()
+    page.get_by_label("API-Schlüssel").fill(nova.keys["ivy"])
+    page.get_by_role("button", name="Anmelden").click()
+    expect(page.get_by_role("link", name="Gedächtnis")).to_be_visible()
+    shoot(page, "chat-de-desktop")
+
+
+def test_page_headers_csp_cache_and_weight(nova: Nova) -> None:
+    with httpx.Client(base_url=nova.url, timeout=10) as client:
+        index = client.get("/")
+        assert index.status_code == 200 and index.headers["content-security-policy"] == CSP
+        assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
+        assert index.headers["cache-control"] == "no-cache"
+        again = client.get("/", headers={"If-None-Match": index.headers["etag"]})
+        assert again.status_code == 304
+        script = client.get("/web/app.js")
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert script.headers["content-security-policy"] == CSP
+        assert client.get("/web/..%2Fapp.py").status_code == 404
+        assert client.get("/web/nothing.js").status_code == 404
+        assert client.get("/web/config.json").json() == {"language": "en"}
+        html = index.text
+        assert "<script>" not in html and "<style" not in html and "style=" not in html
+        assert not re.search(r"\son[a-z]+=", html)  # no inline event handlers
+    assert page_weight() < 200_000
+
+
+def test_the_page_config_names_the_servers_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOVABERG_LANGUAGE", "de")
+
+    async def ask() -> httpx.Response:
+        app = create_app(load_settings().settings)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://nova") as client:
+                return await client.get("/web/config.json")
+
+    answers: list[httpx.Response] = []
+    # a thread of its own: the module's browser keeps Playwright's loop in this one
+    worker = threading.Thread(target=lambda: answers.append(asyncio.run(ask())))
+    worker.start()
+    worker.join(60)
+    assert answers and answers[0].json() == {"language": "de"}
