@@ -262,6 +262,19 @@ class Server(BaseModel):
     stream_chunk_chars: int = Field(
         48, ge=1, description="characters per streamed content chunk of the finished answer"
     )
+    followup_wait_s: float = Field(
+        10.0,
+        ge=0,
+        description="seconds a response waits after the answer for the turn's self-triggered "
+        "follow-up; later ones come at the start of the conversation's next /v1 response and "
+        "always on /api/events",
+    )
+    events_poll_s: float = Field(
+        2.0,
+        gt=0,
+        description="seconds between reads of the event log by each /api/events stream (events "
+        "of this process wake it at once; this finds those of other processes)",
+    )
     readiness_timeout_s: float = Field(
         5.0, gt=0, description="seconds /readyz waits for the database and the primary backend"
     )

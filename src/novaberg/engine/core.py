@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from novaberg import otel
+from novaberg import deliveries, otel
 from novaberg.backends.base import TokenCallback
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
@@ -131,6 +131,7 @@ class Engine:
         user: str | None = None,
         on_start: Callable[[int], None] | None = None,
         regenerate: int | None = None,
+        drain_followups: bool = True,
     ) -> TurnResult:
         """Run one turn, then any second pass it scheduled (its answer is a follow-up).
 
@@ -141,6 +142,9 @@ class Engine:
         ``user``: whose conversation and memory (default ``settings.user``; the server passes
         the user of the request's key). ``on_start(turn_id)`` runs once the turn is recorded
         as running. A turn is stored whole, or marked failed/aborted with no messages stored.
+        ``drain_followups=False``: return once the turn is stored; the caller runs
+        :meth:`drain_self_triggers` (the server, which answers before its follow-ups). With
+        the default, the follow-ups returned count as delivered (``novaberg.deliveries``).
         """
         user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
@@ -155,11 +159,14 @@ class Engine:
             parent_turn_id=regenerate,
             on_start=on_start,
         )
-        result.followups = await self._drain_self_triggers(result.turn_id, user, conversation)
+        if drain_followups:
+            result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
+            shown = [int(f["turn_id"]) for f in result.followups]
+            deliveries.mark_delivered(self.db, shown, "inline")
         result.events = self.db.events_of_turn(result.turn_id)
         return result
 
-    async def _drain_self_triggers(
+    async def drain_self_triggers(
         self, turn_id: int, user: str, conversation: int
     ) -> list[dict[str, Any]]:
         """Run the second passes this turn scheduled, each claimed first (another process on

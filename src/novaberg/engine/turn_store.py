@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from novaberg import user_events
 from novaberg.config import Memory
 from novaberg.engine.background import enqueue_memory_jobs
 from novaberg.engine.result import TurnResult
@@ -76,8 +77,11 @@ def store_turn(
     memory item with its jobs, in one transaction."""
     item = final.get("memory_item")
     regenerate = final.get("origin") == "regenerate"
+    followup = final.get("origin") == "self_trigger"
 
     def also(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:
+        if followup:  # for GET /api/events, committed with the follow-up it reports
+            user_events.record(c, user, "followup", turn_id)
         if regenerate:  # the message and its memory are stored already, with the old turn
             replace_replies(c, turn_id)
             return None
@@ -95,6 +99,8 @@ def store_turn(
         user_message=final.get("origin") not in ("self_trigger", "regenerate"),
         also=also,
     )
+    if followup:
+        user_events.notify(user)
     memory_id = None
     if stored is not None:
         memory_id, jobs = stored

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg import user_events
 from novaberg.errors import BackendError, ModelOutputError, NovabergError
 from novaberg.events import Event
 from novaberg.memory.job_context import JobContext
@@ -117,28 +118,34 @@ class BackgroundJobs:
         try:
             write, result = await handler(ctx, store, user, event)
         except Failed as exc:
-            return self._failed(ctx, event, str(exc))
+            return self._failed(ctx, event, str(exc), user)
         except NovabergError as exc:
-            return self._failed(ctx, event, _reason(exc))
+            return self._failed(ctx, event, _reason(exc), user)
         except Exception as exc:  # a bug must not end the loop that runs the other jobs
             log.error("%s job (event %d) crashed: %s", event.type, event.id, type(exc).__name__)
             log.debug("the crash of event %d", event.id, exc_info=True)
-            return self._failed(ctx, event, f"internal error ({type(exc).__name__})")
+            return self._failed(ctx, event, f"internal error ({type(exc).__name__})", user)
         with ctx.db.transaction() as c:
             if write is not None:
                 result = write(c) or result
             insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
             ctx.events.mark(event.id, "done", result, c)
+            user_events.record(c, user, "job", event.id)  # for GET /api/events
+        user_events.notify(user)
         log.info("%s job (event %d) done: %s", event.type, event.id, result)
         return JobOutcome(event.id, event.type, "done", result)
 
     @staticmethod
-    def _failed(ctx: JobContext, event: Event, reason: str) -> JobOutcome:
+    def _failed(ctx: JobContext, event: Event, reason: str, user: str | None = None) -> JobOutcome:
         """Record a failure; ``reason`` says what failed and never quotes the user's or the
         model's words (it is shown by ``memory jobs`` and logged)."""
         with ctx.db.transaction() as c:
             insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
             ctx.events.mark(event.id, "failed", reason, c)
+            if user is not None:  # for GET /api/events
+                user_events.record(c, user, "job", event.id)
+        if user is not None:
+            user_events.notify(user)
         log.warning("%s job (event %d) failed: %s", event.type, event.id, reason)
         return JobOutcome(event.id, event.type, "failed", reason)
 

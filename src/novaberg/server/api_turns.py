@@ -1,6 +1,17 @@
 """The native API's turns and conversations: ``POST /api/turns`` (the object ``novaberg ask
---json`` prints), ``GET /api/turns/{id}`` (the same object, from the database),
-``GET /api/conversations`` and ``GET /api/conversations/{id}/messages``.
+--json`` prints; ``?stream=true``: server-sent events while it runs), ``GET /api/turns/{id}``
+(the same object, from the database), ``GET /api/conversations`` and
+``GET /api/conversations/{id}/messages``.
+
+The stream's events: ``start`` {turn_id, conversation_id}; ``progress`` {node, turn_id} while
+the pipeline runs; ``token`` {text} the answer that passed the tribunal, in pieces (a draft
+the tribunal sent back never streams); ``reply`` {text, turn_id}; ``followup`` {text, turn_id,
+parent_turn_id} per self-triggered follow-up ready within ``server.followup_wait_s``;
+``done`` {the ``ask --json`` object}; or ``error`` {detail, status} (the non-streamed
+answer's message and status). A request refused before its turn starts (bad input, a
+conversation that is not the user's) is a plain HTTP error. A client that disconnects
+mid-stream does not stop the turn: it finishes and is stored, and a follow-up that comes
+later is on ``GET /api/events``.
 
 Everything runs as the key's user; another user's turn or conversation answers 404 exactly as
 one that does not exist. Errors in FastAPI's ``{"detail": ...}`` shape.
@@ -8,17 +19,25 @@ one that does not exist. Errors in FastAPI's ``{"detail": ...}`` shape.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
+from novaberg.engine import Engine
+from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError, error_kind
+from novaberg.server import followups, sse
 from novaberg.server.auth import engine_of, require_user
+from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem
 from novaberg.server.stored_turns import stored_turn_json, turn_owner
 from novaberg.validation import validate_message
 
+log = logging.getLogger("novaberg.server")
 router = APIRouter(prefix="/api", tags=["turns"])
 
 MAX_ID = 2**63 - 1
@@ -32,7 +51,7 @@ class TurnRequest(BaseModel):
     )
 
 
-def _turn_problem(exc: NovabergError) -> ApiProblem:
+def _turn_problem(exc: BaseException) -> ApiProblem:
     if isinstance(exc, UsageError):
         return ApiProblem(400, str(exc))
     if isinstance(exc, BackendError | ModelOutputError):
@@ -44,26 +63,101 @@ def _no_conversation(conversation: int) -> ApiProblem:
     return ApiProblem(404, f"There is no conversation {conversation}.")
 
 
-@router.post("/turns")
+@router.post(
+    "/turns",
+    response_model=None,
+    responses={200: {"content": {"application/json": {}, sse.MEDIA_TYPE: {}}}},
+)
 async def post_turn(
-    body: TurnRequest, request: Request, user: Annotated[str, Depends(require_user)]
-) -> dict[str, Any]:
+    body: TurnRequest,
+    request: Request,
+    user: Annotated[str, Depends(require_user)],
+    stream: Annotated[
+        bool, Query(description="Server-sent events while the turn runs (see the README).")
+    ] = False,
+) -> dict[str, Any] | StreamingResponse:
     """One turn as the key's user; the object ``novaberg ask --json`` prints."""
     engine = engine_of(request)
+    db = engine.db
     try:
         message = validate_message(body.message, engine.settings)
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
     if body.conversation_id is not None and (
-        engine.db.conversation_user(body.conversation_id) != user
+        await db.run(db.conversation_user, body.conversation_id) != user
     ):
         raise _no_conversation(body.conversation_id)
+    if stream:
+        return await _stream_turn(engine, request, user, message, body.conversation_id)
     try:
         result = await engine.run_turn(message, conversation_id=body.conversation_id, user=user)
     except NovabergError as exc:
         raise _turn_problem(exc) from exc
     engine.start_background()  # the turn's memory jobs, in this process's loop
     return result.contract_json()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _error_event(exc: BaseException) -> str:
+    if not isinstance(exc, NovabergError):
+        log.error("a streamed turn failed: %s", error_kind(exc))
+    problem = _turn_problem(exc)
+    return sse.event("error", {"detail": str(problem.detail), "status": problem.status_code})
+
+
+async def _stream_turn(
+    engine: Engine, request: Request, user: str, message: str, conversation_id: int | None
+) -> StreamingResponse:
+    """``POST /api/turns?stream=true``: the turn runs as a task of its own (it outlives a
+    client that leaves); the response reports it as server-sent events."""
+    db = engine.db
+    if conversation_id is None:
+        conversation_id = await db.run(db.new_conversation, user)
+    conversation: int = conversation_id
+    happened: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    turn = followups.start(
+        engine,
+        request.app.state.turns,
+        message,
+        user,
+        conversation,
+        on_start=lambda turn_id: happened.put_nowait(("start", turn_id)),
+        on_progress=lambda node: happened.put_nowait(("progress", node)),
+    )
+    turn.answer.add_done_callback(lambda _: happened.put_nowait(("end", None)))
+    kind, turn_id = await happened.get()
+    if kind != "start":  # the turn failed before it was recorded: a plain HTTP error
+        exc = turn.answer.exception() if not turn.answer.cancelled() else None
+        raise _turn_problem(exc if exc is not None else RuntimeError("cancelled"))
+    wait_s = engine.settings.server.followup_wait_s
+    size = engine.settings.server.stream_chunk_chars
+
+    async def events() -> AsyncIterator[str]:
+        yield sse.event("start", {"turn_id": turn_id, "conversation_id": conversation})
+        while (item := await happened.get())[0] != "end":
+            yield sse.event("progress", {"node": item[1], "turn_id": turn_id})
+        if turn.answer.cancelled():
+            return  # the server stops; the turn is marked aborted
+        if (exc := turn.answer.exception()) is not None:
+            yield _error_event(exc)
+            return
+        result = turn.answer.result()
+        for piece in _pieces(result.reply, size):
+            yield sse.event("token", {"text": piece})
+        yield sse.event("reply", {"text": result.reply, "turn_id": result.turn_id})
+        ready = await followups.ready_followups(turn, wait_s)
+        result.followups = await followups.deliver(engine, ready, "api")
+        for f in result.followups:
+            data = {"text": f["reply"], "turn_id": f["turn_id"], "parent_turn_id": turn_id}
+            yield sse.event("followup", data)
+        result.events = await db.run(db.events_of_turn, result.turn_id)
+        yield sse.event("done", result.contract_json())
+
+    ids = {CONVERSATION_HEADER: str(conversation), TURN_HEADER: str(turn_id)}
+    return StreamingResponse(events(), media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **ids})
 
 
 @router.get("/turns/{turn_id}")
@@ -75,12 +169,12 @@ async def get_turn(
     """A finished turn of the key's user, rebuilt from what was stored (see the README for
     what a stored turn cannot give back exactly)."""
     db = engine_of(request).db
-    row = turn_owner(db, turn_id) if 1 <= turn_id <= MAX_ID else None
+    row = await db.run(turn_owner, db, turn_id) if 1 <= turn_id <= MAX_ID else None
     if row is None or row["user_id"] != user:
         raise ApiProblem(404, f"There is no turn {turn_id}.")
     if row["status"] != "done":
         raise ApiProblem(409, f"Turn {turn_id} is {row['status']}: it has no stored reply.")
-    return stored_turn_json(db, row, user)
+    return await db.run(stored_turn_json, db, row, user)
 
 
 @router.get("/conversations")
@@ -91,7 +185,9 @@ async def conversations(
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> dict[str, Any]:
     """The user's conversations, newest first, with how many turns each has finished."""
-    rows = engine_of(request).db.query(
+    db = engine_of(request).db
+    rows = await db.run(
+        db.query,
         "SELECT c.id, c.created_at, "
         "(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id AND t.status = 'done') "
         "AS turns FROM conversations c WHERE c.user_id = ? ORDER BY c.id DESC LIMIT ? OFFSET ?",
@@ -109,9 +205,12 @@ async def messages(
     """The conversation's stored messages, oldest first (a turn whose words were forgotten
     is left out, as from Nova's own history)."""
     db = engine_of(request).db
-    if not 1 <= conversation_id <= MAX_ID or db.conversation_user(conversation_id) != user:
+    if not 1 <= conversation_id <= MAX_ID or (
+        await db.run(db.conversation_user, conversation_id) != user
+    ):
         raise _no_conversation(conversation_id)
-    rows = db.query(
+    rows = await db.run(
+        db.query,
         "SELECT m.id, m.turn_id, m.role, m.content, m.created_at FROM messages m "
         "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
         "AND t.forgotten_at IS NULL ORDER BY m.id",

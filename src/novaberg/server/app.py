@@ -14,7 +14,16 @@ from starlette.middleware.cors import CORSMiddleware
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
-from novaberg.server import api_details, api_memory, api_turns, health, openai, stats_api, web
+from novaberg.server import (
+    api_details,
+    api_events,
+    api_memory,
+    api_turns,
+    health,
+    openai,
+    stats_api,
+    web,
+)
 from novaberg.server.errors import install_error_handlers
 from novaberg.server.limits import BodyLimit, ConversationBusy
 from novaberg.server.ratelimit import RateLimiter
@@ -71,6 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(openai.router)
     app.include_router(stats_api.router)
     app.include_router(api_turns.router)
+    app.include_router(api_events.router)
     app.include_router(api_memory.router)
     app.include_router(api_details.router)
     app.include_router(web.router)

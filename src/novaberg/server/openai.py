@@ -8,7 +8,10 @@ gets 409); a full model queue answers 503 (:mod:`novaberg.server.limits`).
 What streams: while the turn runs, the node that runs (as ``reasoning_content``, when
 ``server.stream_progress``); after it, the answer that passed the tribunal, as ``content``
 chunks (the responder's draft never streams: the tribunal may send it back); then any
-self-triggered follow-up of the turn, set apart by a rule (``---``). A client that
+self-triggered follow-up of the turn ready within ``server.followup_wait_s``, set apart by a
+rule (``---``). A follow-up not ready by then keeps running; it comes at the start of the
+conversation's next response, set apart the same way (and always on ``GET /api/events``):
+each is delivered by one response only (:mod:`novaberg.deliveries`). A client that
 disconnects mid-stream leaves the turn running: it finishes and is stored.
 """
 
@@ -25,8 +28,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
 from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
+from novaberg.server import followups
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import (
     CONVERSATION_HEADER,
@@ -97,12 +102,16 @@ def resent_history(messages: list[ChatMessage]) -> list[Said]:
     return [(m.role, text_of(m)) for m in before if m.role in ("user", "assistant")]
 
 
-async def usage_of(engine: Engine, result: TurnResult) -> dict[str, int]:
-    """Tokens of every call this response needed: the turn's, and its follow-ups' turns'."""
+async def usage_of(
+    engine: Engine, result: TurnResult, earlier: list[Followup] | None = None
+) -> dict[str, int]:
+    """Tokens of every call this response needed: the turn's, and its follow-ups' turns'
+    (``earlier``: those of earlier turns it delivers first)."""
     prompt = sum(c.prompt_eval_count for c in result.trace.calls)
     completion = sum(c.eval_count for c in result.trace.calls)
-    for followup in result.followups:
-        for call in await engine.db.run(engine.db.calls_of, int(followup["turn_id"])):
+    later = [int(f["turn_id"]) for f in result.followups]
+    for turn_id in [*(f.turn_id for f in earlier or []), *later]:
+        for call in await engine.db.run(engine.db.calls_of, turn_id):
             prompt += int(call["prompt_eval_count"] or 0)
             completion += int(call["eval_count"] or 0)
     return {
@@ -112,11 +121,18 @@ async def usage_of(engine: Engine, result: TurnResult) -> dict[str, int]:
     }
 
 
-def full_text(result: TurnResult) -> str:
-    return FOLLOWUP_SEPARATOR.join([result.reply, *(str(f["reply"]) for f in result.followups)])
+def full_text(result: TurnResult, earlier: list[Followup] | None = None) -> str:
+    """Earlier turns' follow-ups not delivered before, the answer, its own follow-ups."""
+    return FOLLOWUP_SEPARATOR.join(
+        [
+            *(f.text for f in earlier or []),
+            result.reply,
+            *(str(f["reply"]) for f in result.followups),
+        ]
+    )
 
 
-def _turn_error(exc: NovabergError) -> ApiProblem:
+def _turn_error(exc: BaseException) -> ApiProblem:
     if isinstance(exc, UsageError):
         return ApiProblem(400, str(exc), code="invalid_message")
     if isinstance(exc, BackendError | ModelOutputError):
@@ -162,6 +178,7 @@ async def chat_completions(
         raise _turn_error(exc) from exc
     finally:
         busy.release(conversation)
+    earlier = await followups.waiting_for(engine, conversation, before_turn=result.turn_id)
     completion = {
         "id": f"chatcmpl-nova-{result.turn_id}",
         "object": "chat.completion",
@@ -170,12 +187,12 @@ async def chat_completions(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": full_text(result)},
+                "message": {"role": "assistant", "content": full_text(result, earlier)},
                 "finish_reason": "stop",
                 "logprobs": None,
             }
         ],
-        "usage": await usage_of(engine, result),
+        "usage": await usage_of(engine, result, earlier),
     }
     return JSONResponse(completion, headers=_ids(conversation, result.turn_id))
 
@@ -193,12 +210,21 @@ async def _turn(
     regenerate: int | None,
     **callbacks: Any,
 ) -> TurnResult:
-    """One turn for ``user`` (``regenerate``: the turn whose reply it asks for again); its
-    memory jobs start after it (in this process's loop)."""
-    result = await engine.run_turn(
-        message, conversation_id=conversation, user=user, regenerate=regenerate, **callbacks
+    """One turn for ``user`` (``regenerate``: the turn whose reply it asks for again), with
+    its follow-ups ready within ``server.followup_wait_s``; its memory jobs start after it
+    (in this process's loop)."""
+    turn = followups.start(
+        engine,
+        request.app.state.turns,
+        message,
+        user,
+        conversation,
+        regenerate=regenerate,
+        **callbacks,
     )
-    engine.start_background()
+    result = await followups.answer_of(turn)
+    ready = await followups.ready_followups(turn, engine.settings.server.followup_wait_s)
+    result.followups = await followups.deliver(engine, ready, "openai")
     return result
 
 
@@ -239,32 +265,29 @@ async def _stream(
         if progress:
             events.put_nowait(("progress", node))
 
-    task = asyncio.create_task(
-        _turn(
-            engine,
-            request,
-            user,
-            message,
-            conversation,
-            regenerate,
-            on_start=on_start,
-            on_progress=on_progress,
-        )
+    # The turn, then its follow-ups, as a task kept in app.state.turns until done: a client
+    # that leaves does not stop them.
+    turn = followups.start(
+        engine,
+        request.app.state.turns,
+        message,
+        user,
+        conversation,
+        on_start=on_start,
+        on_progress=on_progress,
+        regenerate=regenerate,
     )
     busy: ConversationBusy = request.app.state.busy
-    task.add_done_callback(lambda _: busy.release(conversation))
-    running: set[asyncio.Task[TurnResult]] = request.app.state.turns
-    running.add(task)  # kept until done: a client that leaves does not stop the turn
-    task.add_done_callback(running.discard)
-    task.add_done_callback(lambda _: events.put_nowait(("end", None)))
+    turn.answer.add_done_callback(lambda _: busy.release(conversation))
+    turn.answer.add_done_callback(lambda _: events.put_nowait(("end", None)))
 
     kind, turn_id = await events.get()
     if kind != "start":  # the turn failed before it was recorded
-        try:
-            task.result()
-        except NovabergError as exc:
-            raise _turn_error(exc) from exc
+        failed = None if turn.answer.cancelled() else turn.answer.exception()
+        if isinstance(failed, NovabergError):
+            raise _turn_error(failed) from failed
         raise ApiProblem(500, "The turn ended before it started.", code="turn_failed")
+    wait_s = engine.settings.server.followup_wait_s
 
     completion_id = f"chatcmpl-nova-{turn_id}"
     created = int(time.time())
@@ -273,21 +296,30 @@ async def _stream(
 
     async def sse() -> AsyncIterator[str]:
         yield _chunk(completion_id, created, {"role": "assistant", "content": ""}, None)
+        earlier = await followups.waiting_for(engine, conversation, before_turn=int(turn_id))
+        for waiting in earlier:  # follow-ups that were not ready for the earlier responses
+            for piece in _pieces(waiting.text, size):
+                yield _chunk(completion_id, created, {"content": piece}, None)
+            yield _chunk(completion_id, created, {"content": FOLLOWUP_SEPARATOR}, None)
         while True:
             kind, value = await events.get()
             if kind == "end":
                 break
             if kind == "progress":
                 yield _chunk(completion_id, created, {"reasoning_content": f"{value}\n"}, None)
-        try:
-            result = task.result()
-        except NovabergError as exc:
-            problem = _turn_error(exc)
+        if turn.answer.cancelled():
+            return  # the server stops; the turn is marked aborted
+        failed = turn.answer.exception()
+        if failed is not None:
+            problem = _turn_error(failed)
             error = openai_error(problem.status_code, str(problem.detail), problem.code)
             yield f"data: {json.dumps(error)}\n\n"
             return
+        result = turn.answer.result()
         for piece in _pieces(result.reply, size):
             yield _chunk(completion_id, created, {"content": piece}, None)
+        ready = await followups.ready_followups(turn, wait_s)
+        result.followups = await followups.deliver(engine, ready, "openai")
         for followup in result.followups:
             yield _chunk(completion_id, created, {"content": FOLLOWUP_SEPARATOR}, None)
             for piece in _pieces(str(followup["reply"]), size):
@@ -300,7 +332,7 @@ async def _stream(
                 "created": created,
                 "model": MODEL_ID,
                 "choices": [],
-                "usage": await usage_of(engine, result),
+                "usage": await usage_of(engine, result, earlier),
             }
             yield f"data: {json.dumps(usage)}\n\n"
         yield "data: [DONE]\n\n"

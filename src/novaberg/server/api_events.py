@@ -1,0 +1,99 @@
+"""``GET /api/events``: the key's user's event log (:mod:`novaberg.user_events`) as server-sent
+events — self-triggered follow-ups and finished memory jobs.
+
+Each event carries ``id:`` (its log id), ``event:`` (``followup`` or ``job``) and ``data:``
+(JSON). A client that reconnects with ``Last-Event-ID`` (or ``?after=ID``) gets every event
+after that id, none twice; without either, only events written after it connected. The text
+of a follow-up is read when it is sent: a forgotten follow-up is skipped.
+
+Waking: a writer in this process wakes the stream at once (:data:`user_events.SIGNAL`); the
+log is also read every ``server.events_poll_s``, so events written by another process (a
+``novaberg worker``, a second ``serve`` on one PostgreSQL) arrive too. A comment line every
+``KEEPALIVE_S`` keeps idle connections open. The stream ends when the client disconnects
+(Starlette cancels it) or the server is told to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from novaberg import user_events
+from novaberg.server import sse
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.errors import ApiProblem
+from novaberg.storage.db import Database
+
+router = APIRouter(prefix="/api", tags=["events"])
+
+MAX_ID = 2**63 - 1
+KEEPALIVE_S = 15.0
+STOP_CHECK_S = 0.5
+"""How often a quiet stream looks whether the server is stopping."""
+BATCH = 100
+
+
+def _resume_point(last_event_id: str | None, after: int | None) -> int | None:
+    if last_event_id is not None:
+        text = last_event_id.strip()
+        if not text.isascii() or not text.isdigit() or int(text) > MAX_ID:
+            raise ApiProblem(400, "Last-Event-ID must be an event id (a non-negative integer).")
+        return int(text)
+    return after
+
+
+@router.get(
+    "/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {sse.MEDIA_TYPE: {}}, "description": "Server-sent events."}},
+)
+async def events(
+    request: Request,
+    user: Annotated[str, Depends(require_user)],
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="Resume after this event id.")
+    ] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    """The key's user's follow-ups and finished memory jobs, as they happen (SSE)."""
+    engine = engine_of(request)
+    db = engine.db
+    cursor = _resume_point(last_event_id, after)
+    if cursor is None:
+        cursor = await db.run(user_events.latest_id, db, user)
+    poll_s = engine.settings.server.events_poll_s
+    return StreamingResponse(
+        _stream(db, user, cursor, poll_s), media_type=sse.MEDIA_TYPE, headers=sse.HEADERS
+    )
+
+
+async def _stream(db: Database, user: str, cursor: int, poll_s: float) -> AsyncIterator[str]:
+    with user_events.SIGNAL.listen(user) as woken:
+        yield sse.comment("novaberg events")
+        quiet_since = time.monotonic()
+        while not sse.server_stopping():
+            woken.clear()  # before reading: a write after the read sets it again
+            batch = await db.run(user_events.after, db, user, cursor, BATCH)
+            for item in batch:
+                cursor = item.id
+                if item.data is not None:  # None: forgotten since; nothing to send
+                    yield sse.event(item.kind, item.data, item.id)
+                    quiet_since = time.monotonic()
+            if len(batch) == BATCH:
+                continue
+            next_read = time.monotonic() + poll_s
+            while not woken.is_set() and not sse.server_stopping():
+                left = next_read - time.monotonic()
+                if left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), min(left, STOP_CHECK_S))
+                if time.monotonic() - quiet_since >= KEEPALIVE_S:
+                    yield sse.comment("keep-alive")
+                    quiet_since = time.monotonic()
