@@ -278,6 +278,18 @@ class Server(BaseModel):
     readiness_timeout_s: float = Field(
         5.0, gt=0, description="seconds /readyz waits for the database and the primary backend"
     )
+    shutdown_grace_s: float = Field(
+        30.0,
+        ge=0,
+        description="on SIGTERM: seconds running turns may take to finish before they are "
+        "cancelled and stored as aborted",
+    )
+    poll_s: float = Field(
+        2.0,
+        gt=0,
+        description="seconds between looks for work no request brings (memory jobs and second "
+        "passes other processes left, turns of a dead process), in serve and worker",
+    )
     rate_limit_per_minute: int = Field(
         120,
         ge=0,

@@ -19,12 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from novaberg.storage.db import Database, now
+from novaberg.storage.db import Database, now, process_name
 from novaberg.storage.sql import Connection
 
 log = logging.getLogger("novaberg")
@@ -37,10 +36,10 @@ once; a claim of a process on another host that died is taken again when its lea
 
 def claimant() -> str:
     """Who claims: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return process_name()
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -110,9 +109,16 @@ class EventQueue:
         )
         return [_event(r) for r in rows]
 
-    def claim(self, types: tuple[str, ...], turn_id: int | None = None) -> Event | None:
+    def claim(
+        self,
+        types: tuple[str, ...],
+        turn_id: int | None = None,
+        settled_before: str | None = None,
+    ) -> Event | None:
         """Claim the oldest claimable event of these types (of one turn, if given) for this
-        process, atomically; ``None`` when there is none."""
+        process, atomically; ``None`` when there is none. ``settled_before`` (a timestamp):
+        only events whose turn ended (done, failed or aborted) before then — what no running
+        turn will still drain itself."""
         self._release_dead()
         stamp = now()
         until = (datetime.now(UTC) + timedelta(seconds=self.lease_s)).isoformat(
@@ -124,10 +130,17 @@ class EventQueue:
             "AND (claimed_until IS NULL OR claimed_until < ?)))"
         )
         scope = " AND turn_id = ?" if turn_id is not None else ""
+        if settled_before is not None:
+            scope += (
+                " AND turn_id IN (SELECT t.id FROM turns t WHERE t.status <> 'running' "
+                "AND t.finished_at < ?)"
+            )
         lock = " FOR UPDATE SKIP LOCKED" if self.db.dialect == "postgres" else ""
         params: list[Any] = [self.me, until, stamp, *types, stamp]
         if turn_id is not None:
             params.append(turn_id)
+        if settled_before is not None:
+            params.append(settled_before)
         params.append(stamp)
         with self.db.transaction() as c:
             row = c.execute(
@@ -148,7 +161,7 @@ class EventQueue:
         )
         for r in rows:
             owner, _, pid = str(r["claimed_by"]).rpartition(":")
-            if owner != host or not pid.isdigit() or _alive(int(pid)):
+            if owner != host or not pid.isdigit() or alive(int(pid)):
                 continue
             with self.db.transaction() as c:
                 c.execute(
@@ -157,6 +170,17 @@ class EventQueue:
                     (r["id"], r["claimed_by"]),
                 )
             log.info("event %d: the process that claimed it is gone; it may run again", r["id"])
+
+    def release_mine(self) -> int:
+        """Make the events this process holds claimable again at once (it stops without
+        finishing them); return how many."""
+        with self.db.transaction() as c:
+            released = c.execute(
+                "UPDATE events SET claimed_until = NULL WHERE status = 'running' "
+                "AND claimed_by = ? AND claimed_until IS NOT NULL RETURNING id",
+                (self.me,),
+            ).rows
+        return len(released)
 
     def mark(
         self, event_id: int, status: str, result: str = "", c: Connection | None = None

@@ -34,7 +34,7 @@ from novaberg.errors import (
     NoBackendAvailable,
     error_kind,
 )
-from novaberg.telemetry import CallRecord, JsonMode, Trace
+from novaberg.telemetry import CallRecord, JsonMode, Observers, Trace
 
 log = logging.getLogger("novaberg")
 
@@ -124,6 +124,8 @@ class ModelQueue:
         self.chain = chain
         self.retries = retries
         self._slots = {b.name: PrioritySlots(limits.get(b.name, 1)) for b in chain.backends}
+        self.observers = Observers()
+        """Told of every stored turn and job with its call records (the server's metrics)."""
 
     def depth(self) -> dict[str, tuple[int, int]]:
         """Per backend: (calls waiting for a slot, calls running) right now."""

@@ -7,9 +7,11 @@ what ``novaberg ask --json`` prints and the database keeps.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 Outcome = Literal[
     "ok",
@@ -24,6 +26,8 @@ Outcome = Literal[
 ]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 """Every outcome a call record may carry (the interface contract's list)."""
+
+log = logging.getLogger("novaberg")
 
 JsonMode = Literal["", "json_schema", "json_object", "prompt"]
 """How a structured request asked for JSON: ``json_schema`` (a schema the server enforces:
@@ -103,3 +107,56 @@ class Trace:
             if c.outcome != "error" and c.outcome != "timeout"
         )
         return ", ".join(seen) or "nobody"
+
+
+class Observer(Protocol):
+    """Told what a turn or a background job left behind, once it is stored: the call records
+    as written to ``llm_calls`` (outcomes the nodes set after a call came back included) and,
+    for a finished turn, its stored trace document. The server's ``/metrics`` is one."""
+
+    def turn_ended(
+        self,
+        status: str,
+        origin: str,
+        seconds: float,
+        calls: Sequence[CallRecord],
+        trace: dict[str, Any] | None,
+    ) -> None: ...
+
+    def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None: ...
+
+
+class Observers:
+    """The observers of one model queue (none unless a server adds its metrics). An observer
+    that raises is logged and skipped: counting never fails a turn."""
+
+    def __init__(self) -> None:
+        self._all: list[Observer] = []
+
+    def add(self, observer: Observer) -> None:
+        self._all.append(observer)
+
+    def remove(self, observer: Observer) -> None:
+        if observer in self._all:
+            self._all.remove(observer)
+
+    def turn_ended(
+        self,
+        status: str,
+        origin: str,
+        seconds: float,
+        calls: Sequence[CallRecord],
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        for observer in list(self._all):
+            try:
+                observer.turn_ended(status, origin, seconds, calls, trace)
+            except Exception as exc:
+                log.error("an observer failed on a turn (%s)", type(exc).__name__)
+
+    def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None:
+        for observer in list(self._all):
+            try:
+                observer.job_ended(job_type, status, calls)
+            except Exception as exc:
+                log.error("an observer failed on a job (%s)", type(exc).__name__)

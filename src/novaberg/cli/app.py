@@ -205,6 +205,17 @@ def serve(
     run_serve(host=host, port=port, verbose=verbose)
 
 
+@app.command()
+def worker(verbose: VerboseOpt = False) -> None:
+    """Run memory jobs and second passes from the shared database, without serving HTTP.
+
+    Beside one or more `novaberg serve` processes on one PostgreSQL database (each job runs
+    once); stops on SIGTERM or Ctrl-C."""
+    from novaberg.cli.worker_cmd import run_worker
+
+    run_worker(verbose=verbose)
+
+
 @app.command("test-server")
 def test_server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

@@ -4,12 +4,20 @@ The socket is bound here, before the engine opens, so ``--port 0`` picks a free 
 first line on stdout names the address; the server answers once ``GET /healthz`` does.
 uvicorn's access log names method, path and status only: never a header (keys) or a body
 (messages).
+
+SIGTERM (or Ctrl-C): uvicorn stops accepting connections and waits up to
+``server.shutdown_grace_s`` for the open ones (a turn answers its request, then the connection
+closes); requests still open then are cancelled, and so are turns whose client had left
+(:func:`novaberg.server.app.finish_turns`): each is stored as aborted, never half. Memory jobs
+and second passes left waiting run in the next process (``novaberg serve`` or ``worker``).
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import sys
+import time
 
 import typer
 
@@ -43,14 +51,25 @@ def run_serve(*, host: str, port: int, verbose: bool) -> None:
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"novaberg serve: http://{shown}:{bound} (OpenAI-compatible base URL: /v1)")
     sys.stdout.flush()
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         log_level="info" if verbose else "warning",
         access_log=True,
         lifespan="on",
         server_header=False,
+        timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
     )
-    server = uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, noting when its graceful shutdown began: the grace for turns
+        whose client left counts from there (``server.app.finish_turns``)."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            app.state.stopping_since = time.monotonic()
+            await super().shutdown(sockets)
+
+    server = Server(config)
     try:
         server.run(sockets=[sock])
     finally:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from novaberg import deliveries, otel
@@ -22,7 +24,7 @@ from novaberg.engine.assembly import compile_turn_graph
 from novaberg.engine.background import BackgroundJobRunner
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
-from novaberg.engine.turn_store import open_conversation, store_turn
+from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
 from novaberg.errors import NovabergError
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
@@ -202,6 +204,43 @@ class Engine:
             )
         return followups
 
+    async def resume_self_triggers(self, settled_s: float, limit: int = 100) -> list[int]:
+        """Run the second passes no turn will drain any more: those of turns that ended more
+        than ``settled_s`` ago (their process stopped or died before the follow-up ran). Each
+        is claimed first, so it runs once across processes; its follow-up is stored in its
+        conversation for the event stream and the next response. Returns the new turns' ids."""
+        before = (datetime.now(UTC) - timedelta(seconds=settled_s)).isoformat(
+            timespec="milliseconds"
+        )
+        ran: list[int] = []
+        for _ in range(limit):
+            event = await self.db.run(self.events.claim, ("self_trigger",), None, before)
+            if event is None:
+                break
+            user = await self.db.run(self.db.conversation_user, event.conversation_id)
+            if user is None:
+                await self.db.run(self.events.mark, event.id, "failed", "conversation is gone")
+                continue
+            try:
+                second = await self._run(
+                    event.payload["user_text"],
+                    user,
+                    event.conversation_id,
+                    "self_trigger",
+                    None,
+                    None,
+                    parent_turn_id=event.turn_id,
+                )
+            except NovabergError as exc:
+                await self.db.run(self.events.mark, event.id, "failed", type(exc).__name__)
+                log.error("self-trigger event %d failed (%s)", event.id, type(exc).__name__)
+                continue
+            result = f"follow-up in turn {second.turn_id}"
+            await self.db.run(self.events.mark, event.id, "delivered", result)
+            log.info("self-trigger event %d delivered late (turn %d)", event.id, second.turn_id)
+            ran.append(second.turn_id)
+        return ran
+
     async def _run(
         self,
         message: str,
@@ -213,6 +252,7 @@ class Engine:
         parent_turn_id: int | None = None,
         on_start: Callable[[int], None] | None = None,
     ) -> TurnResult:
+        began = time.perf_counter()
         turn_id = self.db.start_turn(conversation, message, origin, parent_turn_id)
         if on_start is not None:
             on_start(turn_id)
@@ -252,16 +292,19 @@ class Engine:
                 turn_id, "aborted", "interrupted by the user", ctx.trace.calls
             )
             log.info("turn %d aborted; nothing but its call records was stored", turn_id)
+            self._ended("aborted", origin, began, ctx)
             raise
         except NovabergError as exc:
             self.db.end_turn_unfinished(turn_id, "failed", str(exc), ctx.trace.calls)
+            self._ended("failed", origin, began, ctx)
             raise
         except Exception as exc:
             self.db.end_turn_unfinished(
                 turn_id, "failed", f"{type(exc).__name__}: {exc}", ctx.trace.calls
             )
+            self._ended("failed", origin, began, ctx)
             raise
-        return store_turn(
+        result = store_turn(
             self.db,
             self.events,
             self.settings.memory,
@@ -272,6 +315,20 @@ class Engine:
             conversation,
             message,
         )
+        self._ended("done", origin, began, ctx, trace_document(final, ctx.trace))
+        return result
+
+    def _ended(
+        self,
+        status: str,
+        origin: str,
+        began: float,
+        ctx: TurnContext,
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        """Tell the queue's observers (the server's metrics) what the turn stored."""
+        seconds = time.perf_counter() - began
+        self.queue.observers.turn_ended(status, origin, seconds, ctx.trace.calls, trace)
 
     # -- memory jobs (background.py) ---------------------------------------------------------
     def start_background(self) -> None:

@@ -132,6 +132,7 @@ class BackgroundJobs:
             ctx.events.mark(event.id, "done", result, c)
             user_events.record(c, user, "job", event.id)  # for GET /api/events
         user_events.notify(user)
+        ctx.queue.observers.job_ended(event.type, "done", ctx.trace.calls)
         log.info("%s job (event %d) done: %s", event.type, event.id, result)
         return JobOutcome(event.id, event.type, "done", result)
 
@@ -146,6 +147,7 @@ class BackgroundJobs:
                 user_events.record(c, user, "job", event.id)
         if user is not None:
             user_events.notify(user)
+        ctx.queue.observers.job_ended(event.type, "failed", ctx.trace.calls)
         log.warning("%s job (event %d) failed: %s", event.type, event.id, reason)
         return JobOutcome(event.id, event.type, "failed", reason)
 

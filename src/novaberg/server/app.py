@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
@@ -20,6 +22,7 @@ from novaberg.server import (
     api_memory,
     api_turns,
     health,
+    metrics,
     openai,
     stats_api,
     web,
@@ -27,8 +30,11 @@ from novaberg.server import (
 from novaberg.server.errors import install_error_handlers
 from novaberg.server.limits import BodyLimit, ConversationBusy
 from novaberg.server.ratelimit import RateLimiter
+from novaberg.worker import Sweeper
 
 log = logging.getLogger("novaberg.server")
+CLEANUP_S = 10.0
+"""How long the shutdown waits for cancelled requests to store their turns as aborted."""
 CORS_REQUEST_HEADERS = [
     "Authorization",
     "Content-Type",
@@ -41,6 +47,50 @@ CORS_REQUEST_HEADERS = [
 CORS_RESPONSE_HEADERS = ["X-Novaberg-Conversation-Id", "X-Novaberg-Turn-Id", "Retry-After"]
 
 
+async def finish_turns(app: FastAPI, grace_s: float) -> None:
+    """Let the turns still running (their client left, or uvicorn stopped waiting for it)
+    finish within what is left of ``grace_s`` since the shutdown began
+    (``app.state.stopping_since``, set by ``novaberg serve``); cancel the rest, which the
+    engine stores as aborted."""
+    turns: set[asyncio.Task[object]] = app.state.turns
+    since: float = getattr(app.state, "stopping_since", time.monotonic())
+    left = grace_s - (time.monotonic() - since)
+    if turns and left > 0:
+        log.info("waiting up to %.1f s for %d running turn(s)", left, len(turns))
+        await asyncio.wait(list(turns), timeout=left)
+    late = [t for t in turns if not t.done()]
+    for task in late:
+        task.cancel()
+    if late:
+        log.warning("%d turn(s) still running after the shutdown grace: aborted", len(late))
+    await asyncio.gather(*turns, return_exceptions=True)
+    # requests uvicorn cancelled after the grace: their turns store themselves as aborted
+    requests: set[asyncio.Task[object]] = app.state.requests
+    if requests:
+        await asyncio.wait(list(requests), timeout=CLEANUP_S)
+
+
+class InFlight:
+    """Pure ASGI middleware keeping the task of each HTTP request in ``tasks`` while it runs,
+    so the shutdown waits for a cancelled one to store its turn as aborted before the
+    database closes."""
+
+    def __init__(self, app: ASGIApp, tasks: set[asyncio.Task[object]]) -> None:
+        self.app = app
+        self.tasks = tasks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        if scope["type"] != "http" or task is None:
+            await self.app(scope, receive, send)
+            return
+        self.tasks.add(task)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.tasks.discard(task)
+
+
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -48,16 +98,21 @@ def create_app(settings: Settings) -> FastAPI:
         for notice in engine.notices:
             log.warning("notice: %s", notice)
         app.state.engine = engine
+        app.state.metrics = metrics.Metrics(engine.queue)
+        engine.queue.observers.add(app.state.metrics)
         app.state.turns = set()
         app.state.busy = ConversationBusy()
-        engine.start_background()  # memory jobs a previous process left waiting
+        # turns of a dead process, memory jobs and second passes left waiting: now and every
+        # server.poll_s (other processes on one PostgreSQL leave them too)
+        sweeper = Sweeper(engine, settings.server.poll_s)
+        sweeper.start()
         try:
             yield
         finally:
-            turns: set[asyncio.Task[object]] = app.state.turns
-            for task in list(turns):  # turns whose client left; each is marked aborted
-                task.cancel()
-            await asyncio.gather(*turns, return_exceptions=True)
+            await sweeper.stop()
+            await finish_turns(app, settings.server.shutdown_grace_s)
+            await engine.background.cancel()  # a cancelled job's event runs again elsewhere
+            await engine.db.run(engine.events.release_mine)
             await engine.aclose()
 
     app = FastAPI(
@@ -67,6 +122,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.state.requests = set()
+    app.add_middleware(InFlight, tasks=app.state.requests)
     app.state.limiter = RateLimiter(settings.server.rate_limit_per_minute)
     if settings.server.cors_origins:  # outermost: error answers carry the CORS headers too
         app.add_middleware(
@@ -77,6 +134,7 @@ def create_app(settings: Settings) -> FastAPI:
             expose_headers=CORS_RESPONSE_HEADERS,
         )
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(openai.router)
     app.include_router(stats_api.router)
     app.include_router(api_turns.router)

@@ -25,6 +25,7 @@ import inspect
 import json
 import logging
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -53,6 +54,11 @@ log = logging.getLogger("novaberg")
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def process_name() -> str:
+    """This process as ``host:pid``: the runner of its turns, the claimant of its events."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def migration_names(dialect: Dialect = "sqlite") -> list[str]:
@@ -331,8 +337,8 @@ class Database:
             return _new_id(
                 c.execute(
                     "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
-                    "parent_turn_id) VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
-                    (conversation_id, origin, user_text, now(), parent_turn_id),
+                    "parent_turn_id, runner) VALUES (?, ?, ?, 'running', ?, ?, ?) RETURNING id",
+                    (conversation_id, origin, user_text, now(), parent_turn_id, process_name()),
                 )
             )
 

@@ -1,0 +1,91 @@
+"""The work no request asks for, done every ``server.poll_s`` by each ``novaberg serve`` and
+each ``novaberg worker`` process over the shared database:
+
+- a turn left ``running`` by a dead process of this host is marked ``aborted`` (a turn is
+  stored whole or not at all, so it has no messages to clean up);
+- memory jobs waiting in the event queue run (another process may have enqueued them, or died
+  running them);
+- second passes (self-triggers) whose turn ended without running them run
+  (:meth:`~novaberg.engine.Engine.resume_self_triggers`).
+
+Every event is claimed before it runs (:meth:`~novaberg.events.EventQueue.claim`: an atomic
+``UPDATE … RETURNING`` whose inner select takes ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
+with several processes on one PostgreSQL each runs once. On SQLite, one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+
+from novaberg.engine import Engine
+from novaberg.errors import NovabergError, error_kind
+from novaberg.events import alive
+from novaberg.storage.db import Database, now
+
+log = logging.getLogger("novaberg")
+
+SETTLE_S = 2.0
+"""A second pass is taken over only this long after its turn ended: a live process drains its
+own turn's second pass at once, and keeps the follow-up in the same response."""
+
+
+def abort_orphaned_turns(db: Database) -> list[int]:
+    """Mark aborted the turns left ``running`` by a process of this host that is gone; return
+    their ids. A turn of another host's process is left alone (its liveness is unknown here)."""
+    host = socket.gethostname()
+    rows = db.query("SELECT id, runner FROM turns WHERE status = 'running' AND runner IS NOT NULL")
+    aborted = []
+    for r in rows:
+        owner, _, pid = str(r["runner"]).rpartition(":")
+        if owner != host or not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid)):
+            continue
+        with db.transaction() as c:
+            changed = c.execute(
+                "UPDATE turns SET status = 'aborted', error = ?, finished_at = ? "
+                "WHERE id = ? AND status = 'running' RETURNING id",
+                ("the process running it ended before the turn did", now(), r["id"]),
+            ).rows
+        if changed:
+            aborted.append(int(r["id"]))
+            log.warning("turn %d: its process is gone; marked aborted", r["id"])
+    return aborted
+
+
+class Sweeper:
+    """Runs :meth:`once` every ``interval_s`` as a task of the event loop."""
+
+    def __init__(self, engine: Engine, interval_s: float) -> None:
+        self.engine = engine
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def once(self) -> None:
+        engine = self.engine
+        await engine.db.run(abort_orphaned_turns, engine.db)
+        engine.start_background()  # no-op while a runner task is going
+        await engine.resume_self_triggers(SETTLE_S)
+
+    async def forever(self) -> None:
+        while True:
+            try:
+                await self.once()
+            except NovabergError as exc:
+                log.error("looking for waiting work failed (%s); trying again", error_kind(exc))
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.forever())
+
+    async def stop(self) -> None:
+        """Stop looking; a second pass running now is cancelled (stored as aborted, its event
+        claimable again)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
