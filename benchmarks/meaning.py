@@ -6,19 +6,25 @@ kind of pet do I own?"), a question that does (lexical), and a near miss about s
 ("My neighbour's dog barks all night long"), among 2,000 and 20,000 noise items generated
 deterministically (other people, everyday events, English and German).
 
-Reported, per language and overall, at each size: recall@5 with vectors only (exact cosine
-scan in numpy, per in-process embedder) and with full text only (the project's retrieval on a
-temporary SQLite database: FTS5 BM25, recency, importance); embedding time per item
-(batched and one at a time), query time (one question's embedding plus the scan), first use
-in a fresh process (import + load + one embedding), and the install size of the packages
-that carry each embedder. Writes ``bench-results/meaning.json``.
+Everything goes through the real storage: the items are stored with ``MemoryStore.add`` and
+their vectors with ``VectorIndex.upsert`` in a SQLite file and in a PostgreSQL database
+(NOVABERG_TEST_DATABASE_URL's server, or a throwaway one). Reported, per database, size,
+embedder and language: recall@5 with full text only (the Retriever without an embedder),
+vectors only (``VectorIndex.nearest``) and hybrid (the Retriever with both signals, as the
+enricher runs it); embedding time per item (batched and one at a time), query times, first use
+in a fresh process (import + load + one embedding), and the install size of the packages that
+carry each embedder. Writes ``bench-results/meaning.json``; item vectors are cached in
+``bench-results/.cache`` (keyed by the embedder and the texts).
 
-Run: ``python -m benchmarks.meaning [--sizes 2000,20000] [--embedders minilm-l6-v2,...]``.
+Run: ``python -m benchmarks.meaning [--sizes 2000,20000] [--embedders minilm-l6-v2,...]
+[--databases sqlite,postgres]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import importlib.metadata
 import json
 import random
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,9 +43,12 @@ from typing import Any
 import numpy as np
 
 from novaberg.embedders import NAMES, get_embedder
+from novaberg.embedders.base import Matrix
 from novaberg.errors import EmbedderError
-from novaberg.memory.retrieval import Retriever
-from novaberg.memory.store import MemoryStore
+from novaberg.memory.embedding import MIN_SIMILARITY
+from novaberg.memory.retrieval import Meaning, Retriever
+from novaberg.memory.store import Kind, MemoryStore
+from novaberg.memory.vectors import VectorIndex
 from novaberg.storage.db import Database
 
 SUITE = Path(__file__).with_name("meaning_suite.json")
@@ -161,89 +171,144 @@ def _items(facts: list[Fact], size: int) -> list[str]:
     return [f.fact for f in facts] + [f.near_miss for f in facts] + noise(size)
 
 
-def vectors_only(name: str, facts: list[Fact], sizes: list[int]) -> dict[str, Any]:
+CACHE = Path("bench-results/.cache")
+
+
+def item_vectors(name: str, texts: list[str]) -> tuple[Matrix, float]:
+    """The embedder's vectors of ``texts`` (cached on disk by embedder and texts), and the
+    milliseconds per item they took, batched, when they were computed."""
+    key = hashlib.sha256("\n".join([name, *texts]).encode()).hexdigest()[:16]
+    path = CACHE / f"meaning-{name}-{len(texts)}-{key}.npz"
+    if path.is_file():
+        saved = np.load(path)
+        return saved["vectors"], float(saved["ms_per_item"])
     embedder = get_embedder(name)
     embedder.load()
-    items = _items(facts, max(sizes))
     started = time.perf_counter()
-    matrix = embedder.embed(items).array
-    batched_ms = (time.perf_counter() - started) * 1000 / len(items)
-    singles = []
-    for text in items[:200]:
+    matrix = embedder.embed(texts).array
+    ms = (time.perf_counter() - started) * 1000 / len(texts)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.savez(path, vectors=matrix, ms_per_item=np.float64(ms))
+    return matrix, ms
+
+
+def embed_costs(name: str, texts: list[str]) -> dict[str, Any]:
+    """Milliseconds to embed one text alone (the median over 200), and one question."""
+    embedder = get_embedder(name)
+    embedder.load()
+    singles, questions = [], []
+    for text in texts[:200]:
         t = time.perf_counter()
         embedder.embed([text])
         singles.append((time.perf_counter() - t) * 1000)
-    out: dict[str, Any] = {
-        "embedder": name,
+    for text in texts[:30]:
+        t = time.perf_counter()
+        embedder.embed([text], query=True)
+        questions.append((time.perf_counter() - t) * 1000)
+    return {
         "dim": embedder.dim,
-        "embed_ms_per_item_batched": round(batched_ms, 2),
-        "embed_ms_per_item_single_median": round(statistics.median(singles), 2),
+        "embed_ms_per_item_single_median": _median(singles),
+        "query_embed_ms_median": _median(questions),
     }
-    for size in sizes:
-        corpus = matrix[: 2 * len(facts) + size]
-        result: dict[str, Any] = {"items": len(corpus)}
-        for kind in ("question", "lexical"):
-            hits, ranks, times = [], [], []
-            for i, fact in enumerate(facts):
-                t = time.perf_counter()
-                q = embedder.embed([getattr(fact, kind)], query=True).array[0]
-                scores = corpus @ q
-                top = np.argpartition(-scores, TOP_K)[:TOP_K]
-                times.append((time.perf_counter() - t) * 1000)
-                hits.append(bool(i in top))
-                ranks.append(int((scores > scores[i]).sum()) + 1)
-            result[kind] = {
-                **recall_table(hits, facts),
-                "rank_1": sum(r == 1 for r in ranks),
-                "missed": [facts[i].question if kind == "question" else facts[i].lexical
-                           for i, h in enumerate(hits) if not h],
-            }  # fmt: skip
-            result[f"{kind}_query_ms_median"] = round(statistics.median(times), 2)
-        out[f"noise_{size}"] = result
-    return out
 
 
-def fulltext_only(facts: list[Fact], sizes: list[int]) -> dict[str, Any]:
-    """The project's retrieval (no embeddings) on a temporary SQLite database."""
-    out: dict[str, Any] = {}
-    rng = random.Random(5)
-    base = datetime.now(UTC) - timedelta(days=400)
-
-    def stamp() -> str:
-        return (base + timedelta(days=rng.uniform(0, 399))).isoformat(timespec="milliseconds")
-
-    for size in sizes:
+@contextlib.contextmanager
+def database(kind: str) -> Iterator[Database]:
+    """A fresh SQLite file, or a fresh PostgreSQL database."""
+    if kind == "sqlite":
         with tempfile.TemporaryDirectory(prefix="novaberg-meaning-") as folder:
             db = Database(Path(folder) / "meaning.db")
             try:
-                fact_ids = []
-                with db.transaction() as c:
-                    for i, f in enumerate(facts):
-                        fact_ids.append(
-                            MemoryStore.add(c, USER, "long_term", f.fact, 0.8, f"fact:{i}",
-                                            valid_from=stamp()).id
-                        )  # fmt: skip
-                        MemoryStore.add(c, USER, "long_term", f.near_miss, 0.8, f"near:{i}",
-                                        valid_from=stamp())  # fmt: skip
-                    for j, text in enumerate(noise(size)):
-                        kind = "long_term" if j % 4 == 0 else "short_term"
-                        MemoryStore.add(c, USER, kind, text, rng.uniform(0.5, 0.9), f"noise:{j}",
-                                        valid_from=stamp())  # fmt: skip
-                retriever = Retriever(MemoryStore(db), budget_tokens=10_000, max_items=TOP_K)
-                result: dict[str, Any] = {"items": 2 * len(facts) + size}
-                for kind in ("question", "lexical"):
-                    hits, times = [], []
-                    for fact_id, fact in zip(fact_ids, facts, strict=True):
-                        t = time.perf_counter()
-                        found = retriever.retrieve(USER, getattr(fact, kind))
-                        times.append((time.perf_counter() - t) * 1000)
-                        hits.append(any(r.item.id == fact_id for r in found))
-                    result[kind] = recall_table(hits, facts)
-                    result[f"{kind}_query_ms_median"] = round(statistics.median(times), 2)
-                out[f"noise_{size}"] = result
+                yield db
             finally:
                 db.close()
+        return
+    from benchmarks.memory import postgres_url
+
+    with postgres_url() as url:
+        db = Database(url)
+        try:
+            yield db
+        finally:
+            db.close()
+
+
+def fill(db: Database, facts: list[Fact], size: int, vectors: dict[str, Matrix]) -> list[int]:
+    """Store the facts, their near misses and ``size`` noise items, each with a vector per
+    embedder, through the real store and index; return the facts' ids."""
+    rng = random.Random(5)
+    base = datetime.now(UTC) - timedelta(days=400)
+    index = VectorIndex(db)
+    fact_ids: list[int] = []
+    with db.transaction() as c:
+        for n, text in enumerate(_items(facts, size)):
+            kind: Kind = "long_term"
+            importance = 0.8
+            if n < len(facts):
+                key = f"fact:{n}"
+            elif n < 2 * len(facts):
+                key = f"near:{n}"
+            else:
+                j = n - 2 * len(facts)
+                kind = "long_term" if j % 4 == 0 else "short_term"
+                key, importance = f"noise:{j}", rng.uniform(0.5, 0.9)
+            stamp = (base + timedelta(days=rng.uniform(0, 399))).isoformat(timespec="milliseconds")
+            added = MemoryStore.add(c, USER, kind, text, importance, key, valid_from=stamp)
+            if n < len(facts):
+                fact_ids.append(added.id)
+            for name, matrix in vectors.items():
+                index.upsert(c, added.id, USER, name, matrix[n].tolist())
+    return fact_ids
+
+
+def measure(
+    db: Database, facts: list[Fact], fact_ids: list[int], queries: dict[str, dict[str, Matrix]]
+) -> dict[str, Any]:
+    """Recall@5 of each mode: full text; per embedder, vectors only and hybrid."""
+    index = VectorIndex(db)
+    retriever = Retriever(MemoryStore(db), budget_tokens=10_000, max_items=TOP_K)
+    out: dict[str, Any] = {"index": index.mode}
+    for kind in ("question", "lexical"):
+        texts = [getattr(f, kind) for f in facts]
+        hits, times = [], []
+        for fact_id, text in zip(fact_ids, texts, strict=True):
+            t = time.perf_counter()
+            found = retriever.retrieve(USER, text)
+            times.append((time.perf_counter() - t) * 1000)
+            hits.append(any(r.item.id == fact_id for r in found))
+        row: dict[str, Any] = {
+            "fulltext": {**recall_table(hits, facts), "query_ms_median": _median(times)}
+        }
+        for name, by_kind in queries.items():
+            meaning_floor = MIN_SIMILARITY.get(name, 0.0)
+            vhits, vtimes, hhits, htimes = [], [], [], []
+            for n, fact_id in enumerate(fact_ids):
+                q = by_kind[kind][n].tolist()
+                t = time.perf_counter()
+                near = index.nearest(USER, name, q, TOP_K)
+                vtimes.append((time.perf_counter() - t) * 1000)
+                vhits.append(any(i == fact_id for i, _ in near))
+                t = time.perf_counter()
+                found = retriever.retrieve(
+                    USER, texts[n], meaning=Meaning(name, q, index, meaning_floor)
+                )
+                htimes.append((time.perf_counter() - t) * 1000)
+                hhits.append(any(r.item.id == fact_id for r in found))
+            row[f"vectors:{name}"] = {
+                **recall_table(vhits, facts),
+                "query_ms_median": _median(vtimes),
+            }
+            row[f"hybrid:{name}"] = {
+                **recall_table(hhits, facts),
+                "query_ms_median": _median(htimes),
+                "missed": [texts[n] for n, h in enumerate(hhits) if not h],
+            }
+        out[kind] = row
     return out
+
+
+def _median(times: list[float]) -> float:
+    return round(statistics.median(times), 2)
 
 
 def first_use_s(name: str, runs: int = 3) -> float:
@@ -275,36 +340,81 @@ def install_mb(packages: list[str]) -> float:
     return round(total / 1e6, 1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", default="2000,20000")
-    parser.add_argument("--embedders", default=",".join(NAMES))
-    parser.add_argument("--out", type=Path, default=Path("bench-results/meaning.json"))
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+def run(sizes: list[int], embedders: list[str], databases: list[str]) -> dict[str, Any]:
     facts = load_suite()
     results: dict[str, Any] = {
         "facts": len(facts),
         "english": sum(f.lang == "en" for f in facts),
         "german": sum(f.lang == "de" for f in facts),
         "top_k": TOP_K,
-        "fulltext_only": fulltext_only(facts, sizes),
-        "vectors_only": {},
+        "embedders": {},
     }
+    texts = _items(facts, max(sizes))
+    vectors: dict[str, Matrix] = {}
+    queries: dict[str, dict[str, Matrix]] = {}
     numpy_mb = install_mb(["numpy"])
-    for name in args.embedders.split(","):
+    for name in embedders:
         try:
-            row = vectors_only(name, facts, sizes)
+            vectors[name], batched_ms = item_vectors(name, texts)
+            embedder = get_embedder(name)
+            queries[name] = {
+                kind: embedder.embed([getattr(f, kind) for f in facts], query=True).array
+                for kind in ("question", "lexical")
+            }
         except EmbedderError as exc:
-            results["vectors_only"][name] = {"unavailable": str(exc)}
+            results["embedders"][name] = {"unavailable": str(exc)}
             continue
-        row["first_use_s"] = first_use_s(name)
-        row["install_mb"] = install_mb(PACKAGES[name])
-        row["install_mb_numpy_too"] = round(row["install_mb"] + numpy_mb, 1)
-        results["vectors_only"][name] = row
+        results["embedders"][name] = {
+            **embed_costs(name, texts),
+            "embed_ms_per_item_batched": round(batched_ms, 2),
+            "first_use_s": first_use_s(name),
+            "install_mb": install_mb(PACKAGES[name]),
+            "install_mb_numpy_too": round(install_mb(PACKAGES[name]) + numpy_mb, 1),
+        }
+    for kind in databases:
+        for size in sizes:
+            n = 2 * len(facts) + size
+            with database(kind) as db:
+                ids = fill(db, facts, size, {k: v[:n] for k, v in vectors.items()})
+                results[f"{kind}_{size}"] = {"items": n, **measure(db, facts, ids, queries)}
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    """Recall@5 as a Markdown table: meaning questions (overall, English, German), lexical."""
+    lines = [
+        "| database, items | mode | meaning: all | en | de | lexical |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, row in results.items():
+        if not isinstance(row, dict) or "question" not in row:
+            continue
+        for mode, got in row["question"].items():
+            lex = row["lexical"][mode]["all"]
+            lines.append(
+                f"| {key} | {mode} | {got['all']['found']}/{got['all']['of']} "
+                f"({got['all']['recall']:.2f}) | {got['en']['found']}/{got['en']['of']} | "
+                f"{got['de']['found']}/{got['de']['of']} | {lex['found']}/{lex['of']} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="2000,20000")
+    parser.add_argument("--embedders", default=",".join(NAMES))
+    parser.add_argument("--databases", default="sqlite,postgres")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/meaning.json"))
+    args = parser.parse_args()
+    results = run(
+        [int(s) for s in args.sizes.split(",")],
+        args.embedders.split(","),
+        args.databases.split(","),
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2, ensure_ascii=False))
+    print(table(results))
 
 
 if __name__ == "__main__":

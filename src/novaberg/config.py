@@ -195,8 +195,14 @@ class Memory(BaseModel):
     )
     embed_model: str | None = Field(
         None,
-        description="an embedding model on the primary backend (e.g. nomic-embed-text) to "
-        "re-rank memory by meaning; unset: full-text relevance only",
+        description="an embedding model on the primary backend (e.g. nomic-embed-text) for "
+        "finding memory by meaning; set, it replaces memory.embedder",
+    )
+    embedder: Literal["auto", "minilm-l6-v2", "e5-small-q4", "off"] = Field(
+        "auto",
+        description="the embedder inside Novaberg that finds memory by meaning (no server, no "
+        "download) when memory.embed_model is unset: auto picks minilm-l6-v2 for English and "
+        "e5-small-q4 (multilingual) for German; off: full text only",
     )
     core_every: int = Field(
         5, ge=1, description="rewrite the core (stable) profile after every N new memory items"

@@ -82,11 +82,25 @@ def list_cmd(
 @app.command()
 def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """What Nova would recall for QUERY, best first, with the reason for each."""
-    from novaberg.cli.safe import echo
-    from novaberg.memory.retrieval import Retriever
+    import asyncio
 
+    from novaberg.cli.common import err_console, guarded, load
+    from novaberg.cli.safe import echo
+    from novaberg.memory.retrieval import recall
+
+    settings = guarded(lambda: load(user).settings)
     store, who = _store(user)
-    found = Retriever(store, budget_tokens=100_000, max_items=50).retrieve(who, query)
+    result = guarded(
+        lambda: asyncio.run(
+            recall(
+                store.db, settings, who, query, max_items=50, budget_tokens=100_000,
+                what="memory search",
+            )
+        )
+    )  # fmt: skip
+    for notice in result.notices:
+        err_console.print(f"notice: {notice}", markup=False, highlight=False)
+    found = result.items
     items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
     _print(items, as_json)
     if not as_json:

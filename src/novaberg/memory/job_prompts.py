@@ -26,11 +26,14 @@ EN = JobPrompts(
     language="en",
     consolidate=(
         "You keep the long-term facts Nova knows about her user. Compare the NEW ITEM with the "
-        'EXISTING FACTS. Answer with ONE JSON object {"action", "fact_id", "fact"}: '
+        'EXISTING FACTS. Answer with ONE JSON object {"action", "fact_id", "fact", "words"}: '
         '"same" if an existing fact already says it (fact_id: that fact), "update" if it '
         "changes an existing fact, e.g. a new name, city, job or plan (fact_id: the fact it "
         'replaces), "new" otherwise (fact_id: null). "fact": the durable fact as one short '
-        'sentence about the user in the third person (for same: "").'
+        'sentence about the user in the third person (for same: ""). "words": up to 8 single '
+        "words, in English, that a later question about this fact would use although the "
+        "fact does not: its topics, categories and synonyms (for a dog: pet, animal; for "
+        "coriander: herb, food, taste); [] for same."
     ),
     existing_facts="EXISTING FACTS",
     new_item="NEW ITEM",
@@ -61,11 +64,14 @@ DE = JobPrompts(
     consolidate=(
         "Du verwaltest die dauerhaften Fakten, die Nova über die Person weiß. Vergleiche den "
         "NEUEN EINTRAG mit den BEKANNTEN FAKTEN. Antworte mit GENAU EINEM JSON-Objekt "
-        '{"action", "fact_id", "fact"}: "same", wenn ein bekannter Fakt es schon sagt '
+        '{"action", "fact_id", "fact", "words"}: "same", wenn ein bekannter Fakt es schon sagt '
         '(fact_id: dieser Fakt), "update", wenn er einen bekannten Fakt ändert, etwa einen '
         'neuen Namen, Wohnort, Beruf oder Plan (fact_id: der ersetzte Fakt), sonst "new" '
         '(fact_id: null). "fact": der dauerhafte Fakt als ein kurzer Satz über die Person in '
-        'der dritten Person, auf Deutsch (bei same: "").'
+        'der dritten Person, auf Deutsch (bei same: ""). "words": bis zu 8 einzelne Wörter '
+        "auf Deutsch, die eine spätere Frage nach diesem Fakt benutzen würde, obwohl der Fakt "
+        "sie nicht enthält: Themen, Oberbegriffe, Synonyme (für einen Hund: Haustier, Tier; "
+        "für Mama: Mutter, Familie); [] bei same."
     ),
     existing_facts="BEKANNTE FAKTEN",
     new_item="NEUER EINTRAG",

@@ -1,31 +1,52 @@
-"""Retrieval for the enricher: recency + importance + relevance, packed into a token budget.
+"""Retrieval: finding what the user told Nova, by words and by meaning, within a budget.
 
-As in Generative Agents, each candidate's score is a weighted sum of three parts in [0, 1]:
+Two signals find candidates:
 
-- recency: ``0.5 ** (age_days / half_life)``, where the half-life is ``half_life_days`` (14)
-  for short-term items and ``fact_half_life_days`` (180) for long-term facts and events: a
-  mood fades in weeks, "my sister's name is Clara" does not (a fact ends by being superseded);
-- importance: the salience score the item was stored with;
-- relevance: full-text rank (BM25 on SQLite FTS5, ``ts_rank_cd`` on PostgreSQL) divided by the
-  best rank among the candidates, or the cosine similarity of the message's and the item's
-  embeddings where both exist (the larger of the two).
+- **words**: the user's newest full-text matches (200) and their best-ranked matching facts
+  and events however old (50) — BM25 on SQLite FTS5, ``ts_rank_cd`` on PostgreSQL;
+- **meaning**: the nearest neighbours of the message's vector among the user's item vectors of
+  the same embedder (:class:`~novaberg.memory.vectors.VectorIndex`, 50), kept when their cosine
+  similarity reaches the embedder's floor (:data:`~novaberg.memory.embedding.MIN_SIMILARITY`);
 
-Candidates are the user's newest full-text matches (200), their best-ranked matching facts and
-events however old (50), and their newest items (10); superseded facts (``valid_to`` set) and
-short-term items already covered by a fact are never candidates. An item
-with no relevance is kept only if it is both recent and important. Every returned item says
-why it was chosen; the enricher puts those reasons into the turn's trace.
+plus the user's newest items (10). Superseded facts (``valid_to`` set) and short-term items
+already covered by a fact are never candidates.
+
+The signals are fused by reciprocal rank: an item's **relevance** is the sum, over the signals
+that found it, of ``(k + 1) / (k + rank)`` (``k`` = :attr:`Retriever.fusion_k`, 5): 1 for the
+first of a signal, 0.5 for the sixth, so an item both signals put first scores 2. Ranks, not
+raw scores, are added, because BM25 and cosine live on different scales.
+
+As in Generative Agents, each candidate's score is then a weighted sum: recency
+(``0.5 ** (age_days / half_life)``, the half-life ``half_life_days`` (14) for short-term
+items and ``fact_half_life_days`` (180) for facts and events) + importance (the salience score
+the item was stored with) + 2 × relevance. An item no signal found is kept only if it is both
+recent and important. The best are packed into the token budget. Every returned item says why
+it was chosen, naming the signal ("words: 'sister'", "meaning: 0.71 similar"); the enricher puts
+those reasons into the turn's trace.
+
+:func:`recall` is the one entry for the enricher, the thinker's ``memory_search``, ``novaberg
+memory search`` and the API: it embeds the message (off the event loop), retrieves in the
+database's worker thread, and falls back to full text with a notice when the embedder is
+missing or fails, or the stored vectors have another dimension.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import threading
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
+from novaberg.errors import EmbedderError, NovabergError
+from novaberg.memory.embedding import Choice, choose, embed, embed_with_backend
 from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
+
+log = logging.getLogger("novaberg")
 
 _STOPWORDS = """
     the and for are but not you your yours was were has have had this that these those with
@@ -62,12 +83,12 @@ def estimate_tokens(chars: int) -> int:
     return max(1, math.ceil(chars / 4))
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    if len(a) != len(b) or not a:
-        return 0.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return max(0.0, dot / norm) if norm else 0.0
+class NearestIndex(Protocol):
+    """What retrieval needs of :class:`~novaberg.memory.vectors.VectorIndex`."""
+
+    def nearest(
+        self, user_id: str, embedder: str, query: Sequence[float], k: int
+    ) -> list[tuple[int, float]]: ...
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,20 @@ class Retrieved:
     relevance: float
     tokens: int
     reason: str
+    words: int | None = None
+    """The item's rank among the full-text matches (1 = best), if words found it."""
+    meaning: float | None = None
+    """The cosine similarity of the message's and the item's vectors, if meaning found it."""
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """The message's vector, for the meaning signal."""
+
+    embedder: str
+    vector: Sequence[float]
+    index: NearestIndex
+    min_similarity: float = 0.0
 
 
 @dataclass
@@ -97,7 +132,9 @@ class Retriever:
     fact_half_life_days: float = 180.0
     fulltext_newest: int = 200
     fulltext_ranked: int = 50
+    vector_candidates: int = 50
     recent_candidates: int = 10
+    fusion_k: float = 5.0
     weights: Weights = Weights()
 
     def retrieve(
@@ -106,54 +143,69 @@ class Retriever:
         message: str,
         *,
         at: datetime | None = None,
-        query_vector: Sequence[float] | None = None,
-        vector_model: str | None = None,
+        meaning: Meaning | None = None,
     ) -> list[Retrieved]:
+        """Blocking (database reads): in async code, through ``db.run``. Raises
+        :class:`~novaberg.errors.VectorDimensionError` when the stored vectors of
+        ``meaning.embedder`` have another length than its vector."""
         at = at or datetime.now(UTC)
         terms = query_terms(message)
         candidates = {
             c.id: c
             for c in self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
         }
-        top = max((c.rel for c in candidates.values()), default=0.0)
-        lexical = {i: (c.rel / top if top > 0 else 0.0) for i, c in candidates.items()}
+        by_words = sorted(candidates.values(), key=lambda c: (-c.rel, -c.id))
+        words_rank = {c.id: n for n, c in enumerate(by_words, 1)}
+        similar: dict[int, float] = {}
+        if meaning is not None:
+            near = meaning.index.nearest(
+                user, meaning.embedder, meaning.vector, self.vector_candidates
+            )
+            similar = {i: s for i, s in near if s >= meaning.min_similarity}
+            missing = [i for i in similar if i not in candidates]
+            for c in self.store.candidates(user, missing):
+                candidates[c.id] = c
+            similar = {i: s for i, s in similar.items() if i in candidates}  # current only
+        meaning_rank = {
+            i: n for n, i in enumerate(sorted(similar, key=lambda i: (-similar[i], -i)), 1)
+        }
         for c in self.store.recent(user, self.recent_candidates):
             candidates.setdefault(c.id, c)
-        vectors = (
-            self.store.vectors(candidates, vector_model)
-            if query_vector is not None and vector_model
-            else {}
-        )
+        k = self.fusion_k
         scored = []
         w = self.weights
         for c in candidates.values():
-            semantic = (
-                cosine(query_vector, vectors[c.id])
-                if query_vector is not None and c.id in vectors
-                else 0.0
+            relevance = sum(
+                (k + 1) / (k + ranks[c.id]) for ranks in (words_rank, meaning_rank) if c.id in ranks
             )
-            relevance = max(lexical.get(c.id, 0.0), semantic)
             recency = self._recency(c, at)
             if relevance == 0.0 and recency * c.importance < 0.6:
                 continue  # neither about this message nor fresh and important
             score = w.recency * recency + w.importance * c.importance + w.relevance * relevance
-            scored.append((score, c, recency, relevance, semantic))
+            scored.append((score, c, recency, relevance))
         scored.sort(key=lambda s: (-s[0], -s[1].id))
         chosen = self._pack([(s[1].id, estimate_tokens(s[1].chars)) for s in scored])
         items = self.store.by_ids(user, chosen)
-        return [
-            Retrieved(
-                items[c.id],
-                score,
-                recency,
-                c.importance,
-                relevance,
-                estimate_tokens(c.chars),
-                _reason(items[c.id], terms, lexical.get(c.id, 0.0), semantic, recency, at),
+        out = []
+        for score, c, recency, relevance in scored:
+            if c.id not in chosen or c.id not in items:
+                continue
+            item = items[c.id]
+            found = Found(words_rank.get(c.id), similar.get(c.id), terms)
+            out.append(
+                Retrieved(
+                    item,
+                    score,
+                    recency,
+                    c.importance,
+                    relevance,
+                    estimate_tokens(c.chars),
+                    _reason(item, found, recency, at),
+                    found.words,
+                    found.meaning,
+                )
             )
-            for score, c, recency, relevance, semantic in scored
-            if c.id in chosen and c.id in items
-        ]
+        return out
 
     def _recency(self, c: Candidate, at: datetime) -> float:
         age_days = max(0.0, (at - datetime.fromisoformat(c.valid_from)).total_seconds() / 86400)
@@ -174,21 +226,26 @@ class Retriever:
         return chosen
 
 
-def _reason(
-    item: MemoryItem,
-    terms: list[str],
-    lexical: float,
-    semantic: float,
-    recency: float,
-    at: datetime,
-) -> str:
+@dataclass(frozen=True)
+class Found:
+    """Which signals found an item."""
+
+    words: int | None
+    meaning: float | None
+    terms: list[str]
+
+
+def _reason(item: MemoryItem, found: Found, recency: float, at: datetime) -> str:
     parts = []
-    if lexical > 0:
-        words = [t for t in terms if t in item.text.lower()]
+    if found.words is not None:
+        text = item.text.lower()
+        words = [t for t in found.terms if t in text]
         shown = ", ".join(f"'{w}'" for w in words[:4]) or "a word stem"
-        parts.append(f"matches {shown} (text rank {lexical:.2f})")
-    if semantic > 0:
-        parts.append(f"similar in meaning ({semantic:.2f})")
+        parts.append(f"words: {shown} (rank {found.words})")
+    if found.meaning is not None:
+        parts.append(f"meaning: {found.meaning:.2f} similar")
+    if not parts:
+        parts.append("recent and important")
     age = (at - datetime.fromisoformat(item.valid_from)).total_seconds() / 86400
     parts.append(f"{_age(age)} old (recency {recency:.2f})")
     parts.append(f"importance {item.importance:.2f}")
@@ -202,3 +259,135 @@ def _age(days: float) -> str:
     if days < 1:
         return f"{days * 24:.0f} h"
     return f"{days:.0f} d"
+
+
+_indexes: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_indexes_lock = threading.Lock()
+
+
+def vector_index(db: Any) -> Any:
+    """The database's one :class:`~novaberg.memory.vectors.VectorIndex` (made once: making it
+    checks the extension and builds missing indexes). Blocking: in a database worker."""
+    from novaberg.memory.vectors import VectorIndex
+
+    with _indexes_lock:
+        index = _indexes.get(db)
+        if index is None:
+            index = _indexes[db] = VectorIndex(db)
+        return index
+
+
+# -- the one entry for every caller -------------------------------------------------------------
+@dataclass(frozen=True)
+class Recall:
+    """What :func:`recall` found, with what the trace should say about how."""
+
+    items: list[Retrieved]
+    embedder: str | None
+    """The embedder whose vectors were searched; ``None``: full text only."""
+    notices: list[str] = field(default_factory=list)
+
+
+async def recall(
+    db: Any,
+    settings: Any,
+    user: str,
+    message: str,
+    *,
+    queue: Any = None,
+    trace: Any = None,
+    max_items: int | None = None,
+    budget_tokens: int | None = None,
+    priority: int | None = None,
+    what: str = "retrieval",
+) -> Recall:
+    """Retrieve for ``message`` by words and by meaning (the embedder of
+    :func:`~novaberg.memory.embedding.choose`), never failing for the embedder's sake: without
+    one, it retrieves by words and says why in ``notices`` (for the trace). ``queue`` and
+    ``trace``: the model queue and the trace a backend embedder (``memory.embed_model``) is
+    called through."""
+    from novaberg.queue import FOREGROUND
+
+    memory = settings.memory
+    retriever = Retriever(
+        MemoryStore(db),
+        budget_tokens=memory.budget_tokens if budget_tokens is None else budget_tokens,
+        max_items=memory.max_items if max_items is None else max_items,
+        half_life_days=memory.half_life_days,
+        fact_half_life_days=memory.fact_half_life_days,
+    )
+    choice: Choice = choose(settings)
+    notices = list(choice.notices)
+    vector: Sequence[float] | None = None
+    if choice.name is not None:
+        try:
+            if choice.backend and queue is None:  # a command: no engine, its own queue
+                vectors = await embed_with_backend(settings, choice, [message], query=True)
+            else:
+                vectors = await embed(
+                    choice,
+                    [message],
+                    query=True,
+                    queue=queue,
+                    trace=trace,
+                    priority=FOREGROUND if priority is None else priority,
+                    what=f"{what}: the message",
+                )
+            vector = vectors.vectors[0]
+            notices.extend(vectors.notices)
+        except EmbedderError as exc:
+            log.warning("%s: no meaning search this time (%s); full text only", what, exc)
+            notices.append(f"{what}: by words only, the embedder failed: {exc}")
+
+    if vector is not None and choice.name is not None and not choice.backend:
+        notices.extend(await catch_up(db, user, choice, what=what))
+
+    def run() -> tuple[list[Retrieved], list[str]]:
+        if vector is None or choice.name is None:
+            return retriever.retrieve(user, message), []
+        index = vector_index(db)
+        said = [f"{what}: {index.notice}"] if index.notice else []
+        meaning = Meaning(choice.name, vector, index, choice.min_similarity)
+        try:
+            return retriever.retrieve(user, message, meaning=meaning), said
+        except NovabergError as exc:  # VectorDimensionError: the message names reindex
+            return retriever.retrieve(user, message), [*said, f"{what}: by words only: {exc}"]
+
+    items, said = await db.run(run)
+    notices.extend(said)
+    return Recall(items, choice.name if vector is not None else None, notices)
+
+
+CATCH_UP = 16
+"""Items without a vector that one retrieval embeds first, newest first."""
+
+
+async def catch_up(db: Any, user: str, choice: Choice, *, what: str) -> list[str]:
+    """Give the user's newest items that lack a vector of the in-process embedder one
+    (at most :data:`CATCH_UP`): the short-term item of the last turn (memory jobs embed only
+    the facts they write, and may be off), items kept while the embedder was missing. A
+    failure leaves them for next time, with a notice."""
+    assert choice.name is not None
+    store = MemoryStore(db)
+    todo = await db.run(store.unembedded, user, choice.name, CATCH_UP)
+    if not todo:
+        return []
+    try:
+        vectors = await embed(
+            choice, [text for _, text in todo], query=False, what=f"{what}: memory items"
+        )
+    except EmbedderError as exc:
+        return [f"{what}: {len(todo)} item(s) still without a vector ({exc})"]
+
+    def write() -> None:
+        index = vector_index(db)
+        with db.transaction() as c:
+            for (memory_id, _), vec in zip(todo, vectors.vectors, strict=True):
+                index.upsert(c, memory_id, user, vectors.embedder, vec)
+
+    try:
+        await db.run(write)
+    except NovabergError as exc:  # an item forgotten meanwhile; vectors of another length
+        log.warning("%s: item vectors not stored (%s)", what, type(exc).__name__)
+        return [*vectors.notices, f"{what}: {len(todo)} item vector(s) not stored: {exc}"]
+    return vectors.notices

@@ -337,6 +337,33 @@ class MemoryStore:
         )
         return [Candidate.from_row(r) for r in rows]
 
+    def candidates(self, user: str, ids: Iterable[int]) -> list[Candidate]:
+        """The retrievable ones of ``ids`` (the user's, current, not covered by a fact), for
+        scoring: the meaning signal's nearest neighbours come as bare ids."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return []
+        marks = ", ".join("?" for _ in wanted)
+        rows = self.db.query(
+            "SELECT id, kind, importance, valid_from, length(text) AS chars, 0.0 AS rel "
+            f"FROM memories WHERE id IN ({marks}) AND user_id = ? AND valid_to IS NULL "
+            "AND consolidated_into IS NULL",
+            (*wanted, user),
+        )
+        return [Candidate.from_row(r) for r in rows]
+
+    def unembedded(self, user: str, embedder: str, limit: int) -> list[tuple[int, str]]:
+        """The user's newest retrievable items (current, not covered by a fact) that have no
+        vector of ``embedder`` yet, as (id, text): a turn's short-term item, an item stored
+        while the embedder was missing."""
+        rows = self.db.query(
+            "SELECT m.id, m.text FROM memories m WHERE m.user_id = ? AND m.valid_to IS NULL "
+            "AND m.consolidated_into IS NULL AND NOT EXISTS (SELECT 1 FROM memory_vectors v "
+            "WHERE v.memory_id = m.id AND v.embedder = ?) ORDER BY m.id DESC LIMIT ?",
+            (user, embedder, limit),
+        )
+        return [(int(r["id"]), str(r["text"])) for r in rows]
+
     def vectors(self, ids: Iterable[int], model: str) -> dict[int, list[float]]:
         wanted = sorted(set(ids))
         if not wanted:

@@ -1,16 +1,17 @@
-"""Enricher (no LLM, except the message's embedding when ``memory.embed_model`` is set):
-loads what the responder should know.
+"""Enricher (no LLM; the message's embedding comes from the memory embedder): loads what the
+responder should know.
 
 - the conversation's recent completed exchanges;
-- memories chosen by :class:`~novaberg.memory.retrieval.Retriever` (recency + importance +
-  relevance, in a token budget), each with the reason it was chosen;
+- memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning, then
+  recency + importance + relevance, in a token budget), each with the reason it was chosen;
+  when the embedder is missing or fails, by words only, with a notice in the trace;
 - the latest user profile (core + adaptive);
 - timeline events from yesterday to two weeks ahead.
 
 The reasons go into the turn's trace as ``retrieval`` (ids and reasons only: the trace of a
 later turn must not keep a copy of a memory's text that the user may forget).
 
-Every read runs in one hop to the database's worker threads (``ctx.db.run``), off the loop.
+Every read runs in the database's worker threads (``ctx.db.run``), off the loop.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
-from novaberg.errors import BackendError, error_kind
 from novaberg.graph.state import TurnState
-from novaberg.memory.retrieval import Retrieved, Retriever
+from novaberg.memory.retrieval import recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.nodes.context import TurnContext
 from novaberg.queue import FOREGROUND
@@ -35,29 +35,29 @@ TIMELINE_AHEAD = timedelta(days=14)
 async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     user = state["user_id"]
     store = MemoryStore(ctx.db)
-    settings = ctx.settings.memory
-    retriever = Retriever(
-        store,
-        budget_tokens=settings.budget_tokens,
-        max_items=settings.max_items,
-        half_life_days=settings.half_life_days,
-        fact_half_life_days=settings.fact_half_life_days,
+    found = await recall(
+        ctx.db,
+        ctx.settings,
+        user,
+        state["user_text"],
+        queue=ctx.queue,
+        trace=ctx.trace,
+        priority=FOREGROUND,
+        what="enricher",
     )
-    vector = await _message_vector(state["user_text"], ctx)
+    ctx.trace.notices.extend(found.notices)
+    chosen = found.items
     today = date.today()
 
-    def load() -> tuple[list[Message], list[Retrieved], list[MemoryItem], dict[str, str]]:
+    def load() -> tuple[list[Message], list[MemoryItem], dict[str, str]]:
         history = ctx.db.history(state["conversation_id"], ctx.settings.history_turns)
-        chosen = retriever.retrieve(
-            user, state["user_text"], query_vector=vector, vector_model=settings.embed_model
-        )
         events = store.events_between(
             user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
         )
         profile = {part: p.text for part, p in store.profile(user).items() if p.text}
-        return history, chosen, events, profile
+        return history, events, profile
 
-    history, chosen, events, profile = await ctx.db.run(load)
+    history, events, profile = await ctx.db.run(load)
     return {
         "context": {
             "history": [{"role": m.role, "content": m.content} for m in history],
@@ -77,19 +77,3 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
             "timeline": [{"date": e.happens_on, "text": e.text} for e in events],
         }
     }
-
-
-async def _message_vector(text: str, ctx: TurnContext) -> list[float] | None:
-    model = ctx.settings.memory.embed_model
-    if not model:
-        return None
-    try:
-        vectors = await ctx.queue.embed(
-            [text], model, caller="embed", trace=ctx.trace, priority=FOREGROUND
-        )
-    except BackendError as exc:
-        log.warning(
-            "no embedding for this turn (%s); retrieval uses full-text only", error_kind(exc)
-        )
-        return None
-    return None if vectors is None else vectors[0]

@@ -66,7 +66,13 @@ class _Loop:
         self.iterations = 0
         self.follow_ups = 0
         self.tools_used: list[str] = []
-        self.env = ToolEnv(db=ctx.db, user_id=state["user_id"], settings=ctx.settings)
+        self.env = ToolEnv(
+            db=ctx.db,
+            user_id=state["user_id"],
+            settings=ctx.settings,
+            queue=ctx.queue,
+            trace=ctx.trace,
+        )
 
     async def decide(self) -> Control | None:
         """One thinking call, read through the answering model's normaliser."""

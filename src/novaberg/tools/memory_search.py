@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from novaberg.memory.retrieval import Retriever
-from novaberg.memory.store import MemoryStore
+from novaberg.memory.retrieval import recall
 from novaberg.tools.builtin import SearchArguments
 from novaberg.tools.registry import ToolEnv
 
@@ -11,8 +10,21 @@ LIMIT = 8
 
 
 async def memory_search(arguments: SearchArguments, env: ToolEnv) -> str:
-    retriever = Retriever(MemoryStore(env.db), max_items=LIMIT)
-    found = await env.db.run(retriever.retrieve, env.user_id, arguments.query)  # off the loop
+    """The enricher's retrieval (:func:`~novaberg.memory.retrieval.recall`: words and
+    meaning), up to ``LIMIT`` items; its notices go into the turn's trace."""
+    result = await recall(
+        env.db,
+        env.settings,
+        env.user_id,
+        arguments.query,
+        queue=env.queue,
+        trace=env.trace,
+        max_items=LIMIT,
+        what="memory_search",
+    )
+    if env.trace is not None:
+        env.trace.notices.extend(result.notices)
+    found = result.items
     if not found:
         return f"Nothing remembered about {arguments.query!r}."
     env.recalled.extend(r.item.id for r in found)

@@ -36,6 +36,10 @@ class ToolEnv:
     settings: Any
     recalled: list[int] = field(default_factory=list)
     """Ids of the memory items a tool showed the model (forget finds the turn by them)."""
+    queue: Any = None
+    """The model queue (a backend embedder, ``memory.embed_model``, is called through it)."""
+    trace: Any = None
+    """The turn's trace: model calls made for a tool, and its notices."""
 
 
 ToolImpl = Callable[[BaseModel, ToolEnv], Awaitable[str] | str]

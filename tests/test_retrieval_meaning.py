@@ -1,0 +1,237 @@
+"""Memory by meaning: hybrid retrieval (words + the in-process embedder's vectors through the
+real VectorIndex) on SQLite and PostgreSQL, the reasons naming their signal, the fallbacks
+with their notices, one retrieval for the enricher, ``memory_search`` and ``novaberg memory
+search``, the consolidation's question words, and the "Done when" of issue 10: a fact told in
+one ``novaberg ask`` process is found in the next by a question that shares no word with it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from novaberg.config import Settings, load_settings
+from novaberg.engine import Engine
+from novaberg.memory.embedding import choose, embed_now
+from novaberg.memory.retrieval import Retriever, query_terms, recall, vector_index
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.db import Database
+from novaberg.testing import OllamaTestServer, Reply
+from novaberg.tools.builtin import SearchArguments
+from novaberg.tools.memory_search import memory_search
+from novaberg.tools.registry import ToolEnv
+from tests.test_cli import run
+
+USER = "default"
+DOG = "I adopted a dog named Bruno last spring"
+PET_QUESTION = "What kind of pet do I own?"
+NOISE = [
+    "My colleague Lena bought new curtains",
+    "I had coffee with my neighbour Timo after lunch",
+    "My cousin Sofia is planning a party",
+    "Ich habe am Montag mit meiner Kollegin Aylin telefoniert",
+    "My sister Clara lives in Lisbon",
+    "I missed the train this morning",
+    "My boss is allergic to shellfish",
+    "I met my coach Ole in the park",
+]
+
+
+def said(obj: object) -> Reply:
+    return Reply(content=json.dumps(obj))
+
+
+def remember(db: Database, texts: list[str], settings: Settings) -> list[int]:
+    """Store ``texts`` as facts with their vectors from the default embedder (real store,
+    real index)."""
+    vectors = embed_now(settings, texts, query=False)
+    index = vector_index(db)
+    ids = []
+    with db.transaction() as c:
+        for n, text in enumerate(texts):
+            added = MemoryStore.add(c, USER, "long_term", text, 0.7, f"fact:{n}")
+            index.upsert(c, added.id, USER, vectors.embedder, vectors.vectors[n])
+            ids.append(added.id)
+    return ids
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings().settings
+
+
+async def test_hybrid_finds_a_fact_that_shares_no_word_with_the_question(
+    db: Database, settings: Settings
+) -> None:
+    assert not set(query_terms(PET_QUESTION)) & set(query_terms(DOG))
+    [dog, *_] = remember(db, [DOG, *NOISE], settings)
+    assert choose(settings).name == "minilm-l6-v2"  # the English default
+    words_only = await db.run(Retriever(MemoryStore(db)).retrieve, USER, PET_QUESTION)
+    assert dog not in [r.item.id for r in words_only]
+    found = await recall(db, settings, USER, PET_QUESTION)
+    assert found.embedder == "minilm-l6-v2"
+    assert found.notices == (
+        [f"retrieval: {vector_index(db).notice}"] if vector_index(db).notice else []
+    )
+    assert found.items[0].item.id == dog
+    assert found.items[0].reason.startswith("fact: meaning: 0.")
+    assert "words:" not in found.items[0].reason
+
+
+async def test_each_reason_names_the_signal_that_found_the_item(
+    db: Database, settings: Settings
+) -> None:
+    ids = remember(db, [DOG, *NOISE], settings)
+    clara = ids[1 + NOISE.index("My sister Clara lives in Lisbon")]
+    found = await recall(db, settings, USER, "Where does my sister live?")
+    first = found.items[0]
+    assert first.item.id == clara
+    assert "words: 'sister'" in first.reason and "meaning: " in first.reason
+    assert first.words == 1 and first.meaning is not None and first.meaning > 0.5
+    by_meaning_only = [r for r in found.items if r.words is None and r.meaning is not None]
+    assert by_meaning_only and all("words:" not in r.reason for r in by_meaning_only)
+    assert all(f"meaning: {r.meaning:.2f} similar" in r.reason for r in by_meaning_only)
+
+
+async def test_a_long_message_is_embedded_from_its_start_with_a_notice(
+    tmp_path: Path, settings: Settings
+) -> None:
+    db = Database(tmp_path / "n.db")
+    try:
+        remember(db, [DOG], settings)
+        found = await recall(db, settings, USER, "pets " * 400, what="enricher")
+    finally:
+        db.close()
+    assert found.embedder == "minilm-l6-v2"
+    assert found.notices == [
+        "enricher: the message: 1 of 1 text(s) longer than the embedder minilm-l6-v2 reads; "
+        "only their start was embedded"
+    ]
+
+
+@pytest.fixture
+async def engine(
+    ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Engine]:
+    if isinstance(database_target, str):
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", database_target)
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    opened = await Engine.open(load_settings().settings)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def test_a_failing_embedder_means_full_text_and_a_notice_never_a_failed_turn(
+    ollama_env: OllamaTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBED_MODEL", "no-such-embedder")  # the server: 404
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    engine = await Engine.open(load_settings().settings)
+    try:
+        db = engine.db
+        await db.run(_add, db, "Ada's sister Lena lives in Lisbon.")
+        result = await engine.run_turn("Where does my sister live?")
+    finally:
+        await engine.aclose()
+    assert result.reply
+    [notice] = [n for n in result.trace.notices if "by words only" in n]
+    assert notice.startswith("enricher: by words only, the embedder failed: ")
+    assert "no-such-embedder" in notice
+    [chosen] = result.state["context"]["retrieval"]
+    assert "words: 'sister'" in chosen["reason"] and "meaning" not in chosen["reason"]
+
+
+def _add(db: Database, text: str) -> int:
+    with db.transaction() as c:
+        return MemoryStore.add(c, USER, "long_term", text, 0.8, "fact:lena").id
+
+
+@pytest.mark.parametrize("database_target", ["sqlite"], indirect=True)
+async def test_the_enricher_memory_search_and_the_command_find_the_same(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    settings = engine.settings
+    await engine.db.run(remember, engine.db, [DOG, *NOISE], settings)
+    result = await engine.run_turn(PET_QUESTION)
+    enricher = [r["id"] for r in result.state["context"]["retrieval"]]
+    assert "meaning: " in result.state["context"]["retrieval"][0]["reason"]
+    env = ToolEnv(db=engine.db, user_id=USER, settings=settings)
+    listed = await memory_search(SearchArguments(query=PET_QUESTION), env)
+    assert env.recalled == enricher
+    assert listed.splitlines()[0] == f"- {DOG}"
+    done = run("memory", "search", PET_QUESTION, "--json")
+    assert done.returncode == 0, done.stderr
+    command = [i["id"] for i in json.loads(done.stdout)]
+    assert command[: len(enricher)] == enricher
+    shown = run("memory", "search", PET_QUESTION)
+    assert "why: fact: meaning: 0." in shown.stdout
+
+
+async def test_the_consolidation_indexes_the_words_a_question_would_use(
+    engine: Engine, server: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.script("salience", said({"score": 0.9, "summary": "Ada adopted a dog named Bruno."}))
+    server.script("responder", Reply(content="How lovely! Zebracorns are great too."))
+    await engine.run_turn(DOG)
+    server.script(
+        "consolidate",
+        said(
+            {
+                "action": "new",
+                "fact_id": None,
+                "fact": "Ada has a dog named Bruno.",
+                "words": ["pet", "animal", "dog", "x); DROP", "Pet"],
+            }
+        ),
+    )
+    [outcome] = await engine.run_background(limit=1)
+    assert outcome.status == "done"
+    store = MemoryStore(engine.db)
+    [fact] = await engine.db.run(store.items, USER, kind="long_term")
+    # the model's words, cleaned (no repeat, none already in the fact, plain words only)
+    assert fact.text == "Ada has a dog named Bruno. (topics: pet, animal)"
+    # never from Nova's reply: the job was shown the item alone, and stored none of it
+    [request] = server.requests("/api/chat", caller="consolidate")
+    assert "Zebracorns" not in json.dumps(request.body) and "Zebracorn" not in fact.text
+    # a question about a "pet" finds it by that word, even without an embedder
+    words_only = await engine.db.run(Retriever(store).retrieve, USER, "Tell me about my pet")
+    assert [r.item.id for r in words_only] == [fact.id]
+    assert "words: 'pet'" in words_only[0].reason
+    # the vector was computed at write time, of the text with its words
+    vectors = await engine.db.run(engine.db.query, "SELECT memory_id, embedder FROM memory_vectors")
+    assert {"memory_id": fact.id, "embedder": "minilm-l6-v2"} in vectors
+
+
+def test_a_fact_told_in_one_ask_process_is_found_by_meaning_in_the_next(
+    ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if isinstance(database_target, str):
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", database_target)
+    fact = "The user adopted a dog named Bruno last spring."
+    ollama_env.script("salience", said({"score": 0.9, "summary": fact}))
+    ollama_env.script("consolidate", said({"action": "new", "fact_id": None, "fact": fact}))
+    told = run("ask", DOG, "--json")
+    assert told.returncode == 0, told.stderr
+    assert json.loads(told.stdout.splitlines()[0])["salience"]["stored"] is True
+    asked = run("ask", PET_QUESTION, "--json")  # a new process
+    assert asked.returncode == 0, asked.stderr
+    turn_id = json.loads(asked.stdout.splitlines()[0])["turn_id"]
+    assert not set(query_terms(PET_QUESTION)) & set(query_terms(fact))
+    db = Database(load_settings().settings.database)
+    try:
+        [fact_row] = db.query("SELECT id, text FROM memories WHERE kind = 'long_term'")
+        row = db.one("SELECT trace_json FROM turns WHERE id = ?", (turn_id,))
+        assert row is not None
+        trace = json.loads(str(row["trace_json"]))
+    finally:
+        db.close()
+    assert fact_row["text"] == fact
+    retrieval = trace["retrieval"]
+    [found] = [r for r in retrieval if r["id"] == fact_row["id"]]
+    assert found["reason"].startswith("fact: meaning: 0.") and "words:" not in found["reason"]
+    prompt = json.dumps(ollama_env.requests("/api/chat", caller="responder")[-1].body)
+    assert fact in prompt
