@@ -9,6 +9,7 @@ What each step delegates: graph assembly (``assembly.py``), the embedded-mode po
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
 from novaberg.config import Settings
 from novaberg.engine.assembly import compile_turn_graph
-from novaberg.engine.background import BackgroundJobRunner
+from novaberg.engine.background import BackgroundJobRunner, warm_dateparser
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
 from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
@@ -65,11 +66,9 @@ class Engine:
     server passes the user of each request. Background jobs run for the user whose
     conversation enqueued them.
 
-    Database calls still made on the event loop (issue 9 moves them off it):
-    ``open_conversation``, ``start_turn``, ``end_turn_unfinished``, ``finish_turn``
-    (``turn_store.store_turn``), ``events_of_turn``, the self-trigger ``claim`` and ``mark``
-    here; ``events.unfinished`` and every job's reads and writes in ``background.py`` and
-    ``memory/jobs.py``; the nodes' reads (enricher, tools) inside the graph.
+    No database call runs on the event loop: each goes through ``await self.db.run(...)``
+    (the database's worker threads, a connection each), and so does every node's, tool's and
+    job's. The database is opened, and dateparser's slow first call warmed, in threads too.
     """
 
     def __init__(
@@ -90,6 +89,7 @@ class Engine:
         self.prompts = prompts_for(settings.language)
         self.graph = graph if graph is not None else compile_turn_graph()
         self.background = BackgroundJobRunner(settings, self.queue, db, self.events)
+        self._warming: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
@@ -105,22 +105,28 @@ class Engine:
         otel.configure(settings, notices)
         try:
             await _warm_up(chain)
-            db = Database(settings.database, settings.timeouts.database_s)
+            db = await asyncio.to_thread(Database, settings.database, settings.timeouts.database_s)
         except BaseException:
             compiling.cancel()
             await chain.aclose()
             raise
         engine = cls(settings, chain, db, graph=await compiling)
         engine.notices[:0] = notices
+        if settings.memory.jobs:
+            engine._warming = asyncio.create_task(asyncio.to_thread(warm_dateparser))
         return engine
 
     async def aclose(self) -> None:
         await self.background.cancel()  # a cancelled job's event is redone next time
         await self.chain.aclose()
-        self.db.close()
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming  # a thread cannot be stopped; let it end first
+        await asyncio.to_thread(self.db.close)  # waits for the work already handed over
         otel.flush()
 
     def conversation_for(self, conversation_id: int | None) -> int:
+        """Sync: for code that is not on the event loop (a thread, a CLI command)."""
         return open_conversation(self.db, self.settings.user, conversation_id)
 
     async def run_turn(
@@ -150,7 +156,7 @@ class Engine:
         """
         user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
-        conversation = open_conversation(self.db, user, conversation_id)
+        conversation = await self.db.run(open_conversation, self.db, user, conversation_id)
         result = await self._run(
             message,
             user,
@@ -164,8 +170,8 @@ class Engine:
         if drain_followups:
             result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
             shown = [int(f["turn_id"]) for f in result.followups]
-            deliveries.mark_delivered(self.db, shown, "inline")
-        result.events = self.db.events_of_turn(result.turn_id)
+            await self.db.run(deliveries.mark_delivered, self.db, shown, "inline")
+        result.events = await self.db.run(self.db.events_of_turn, result.turn_id)
         return result
 
     async def drain_self_triggers(
@@ -174,7 +180,8 @@ class Engine:
         """Run the second passes this turn scheduled, each claimed first (another process on
         this home never runs it too)."""
         followups = []
-        while (event := self.events.claim(("self_trigger",), turn_id=turn_id)) is not None:
+        claim = self.events.claim
+        while (event := await self.db.run(claim, ("self_trigger",), turn_id=turn_id)) is not None:
             try:
                 second = await self._run(
                     event.payload["user_text"],
@@ -186,14 +193,16 @@ class Engine:
                     parent_turn_id=turn_id,
                 )
             except NovabergError as exc:
-                self.events.mark(event.id, "failed", type(exc).__name__)
+                await self.db.run(self.events.mark, event.id, "failed", type(exc).__name__)
                 log.error(
                     "self-trigger event %d failed (%s; the turn records why)",
                     event.id,
                     type(exc).__name__,
                 )
                 continue
-            self.events.mark(event.id, "delivered", f"follow-up in turn {second.turn_id}")
+            await self.db.run(
+                self.events.mark, event.id, "delivered", f"follow-up in turn {second.turn_id}"
+            )
             log.info(
                 "self-trigger event %d delivered (follow-up stored in turn %d)",
                 event.id,
@@ -253,7 +262,9 @@ class Engine:
         on_start: Callable[[int], None] | None = None,
     ) -> TurnResult:
         began = time.perf_counter()
-        turn_id = self.db.start_turn(conversation, message, origin, parent_turn_id)
+        turn_id = await self.db.run(
+            self.db.start_turn, conversation, message, origin, parent_turn_id
+        )
         if on_start is not None:
             on_start(turn_id)
         ctx = TurnContext(
@@ -288,23 +299,34 @@ class Engine:
             )
             final = cast(TurnState, output)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            self.db.end_turn_unfinished(
-                turn_id, "aborted", "interrupted by the user", ctx.trace.calls
+            await self.db.run(
+                self.db.end_turn_unfinished,
+                turn_id,
+                "aborted",
+                "interrupted by the user",
+                ctx.trace.calls,
             )
             log.info("turn %d aborted; nothing but its call records was stored", turn_id)
             self._ended("aborted", origin, began, ctx)
             raise
         except NovabergError as exc:
-            self.db.end_turn_unfinished(turn_id, "failed", str(exc), ctx.trace.calls)
-            self._ended("failed", origin, began, ctx)
-            raise
-        except Exception as exc:
-            self.db.end_turn_unfinished(
-                turn_id, "failed", f"{type(exc).__name__}: {exc}", ctx.trace.calls
+            await self.db.run(
+                self.db.end_turn_unfinished, turn_id, "failed", str(exc), ctx.trace.calls
             )
             self._ended("failed", origin, began, ctx)
             raise
-        result = store_turn(
+        except Exception as exc:
+            await self.db.run(
+                self.db.end_turn_unfinished,
+                turn_id,
+                "failed",
+                f"{type(exc).__name__}: {exc}",
+                ctx.trace.calls,
+            )
+            self._ended("failed", origin, began, ctx)
+            raise
+        result = await self.db.run(
+            store_turn,
             self.db,
             self.events,
             self.settings.memory,

@@ -13,10 +13,14 @@ Each job's writes, its call records and its ``done``/``failed`` mark land in one
 and every write has an idempotency key, so a job that runs again after a crash changes
 nothing twice. A model answer that is malformed, empty or points at memories it was not shown
 is recorded as ``failed`` with the reason, never as "nothing to remember".
+
+Nothing here blocks the event loop: every read and write goes through ``await ctx.db.run``
+(the database's worker threads), and dateparser, slow on its first call, runs in a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -101,7 +105,7 @@ class BackgroundJobs:
         probe = self.ctx_factory()
         outcomes = []
         for _ in range(limit):
-            event = probe.events.claim(JOB_TYPES)
+            event = await probe.db.run(probe.events.claim, JOB_TYPES)
             if event is None:
                 break
             outcomes.append(await self.run(event))
@@ -112,39 +116,51 @@ class BackgroundJobs:
         ctx = self.ctx_factory()
         store = MemoryStore(ctx.db)
         handler = _HANDLERS[event.type]
-        user = ctx.db.conversation_user(event.conversation_id)
+        user = await ctx.db.run(ctx.db.conversation_user, event.conversation_id)
         if user is None:
-            return self._failed(ctx, event, f"conversation {event.conversation_id} is gone")
+            return await self._failed(ctx, event, f"conversation {event.conversation_id} is gone")
         try:
-            write, result = await handler(ctx, store, user, event)
+            write, note = await handler(ctx, store, user, event)
         except Failed as exc:
-            return self._failed(ctx, event, str(exc), user)
+            return await self._failed(ctx, event, str(exc), user)
         except NovabergError as exc:
-            return self._failed(ctx, event, _reason(exc), user)
+            return await self._failed(ctx, event, _reason(exc), user)
         except Exception as exc:  # a bug must not end the loop that runs the other jobs
             log.error("%s job (event %d) crashed: %s", event.type, event.id, type(exc).__name__)
             log.debug("the crash of event %d", event.id, exc_info=True)
-            return self._failed(ctx, event, f"internal error ({type(exc).__name__})", user)
-        with ctx.db.transaction() as c:
-            if write is not None:
-                result = write(c) or result
-            insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
-            ctx.events.mark(event.id, "done", result, c)
-            user_events.record(c, user, "job", event.id)  # for GET /api/events
+            return await self._failed(ctx, event, f"internal error ({type(exc).__name__})", user)
+
+        def finish() -> str:  # in a database worker: the job's writes, calls and mark at once
+            done = note
+            with ctx.db.transaction() as c:
+                if write is not None:
+                    done = write(c) or done
+                insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
+                ctx.events.mark(event.id, "done", done, c)
+                user_events.record(c, user, "job", event.id)  # for GET /api/events
+            return done
+
+        result = await ctx.db.run(finish)
         user_events.notify(user)
         ctx.queue.observers.job_ended(event.type, "done", ctx.trace.calls)
         log.info("%s job (event %d) done: %s", event.type, event.id, result)
         return JobOutcome(event.id, event.type, "done", result)
 
     @staticmethod
-    def _failed(ctx: JobContext, event: Event, reason: str, user: str | None = None) -> JobOutcome:
+    async def _failed(
+        ctx: JobContext, event: Event, reason: str, user: str | None = None
+    ) -> JobOutcome:
         """Record a failure; ``reason`` says what failed and never quotes the user's or the
         model's words (it is shown by ``memory jobs`` and logged)."""
-        with ctx.db.transaction() as c:
-            insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
-            ctx.events.mark(event.id, "failed", reason, c)
-            if user is not None:  # for GET /api/events
-                user_events.record(c, user, "job", event.id)
+
+        def record() -> None:
+            with ctx.db.transaction() as c:
+                insert_calls(c, ctx.trace.calls, turn_id=None, event_id=event.id)
+                ctx.events.mark(event.id, "failed", reason, c)
+                if user is not None:  # for GET /api/events
+                    user_events.record(c, user, "job", event.id)
+
+        await ctx.db.run(record)
         if user is not None:
             user_events.notify(user)
         ctx.queue.observers.job_ended(event.type, "failed", ctx.trace.calls)
@@ -172,15 +188,21 @@ def _source(store: MemoryStore, user: str, event: Event) -> MemoryItem | None:
 async def consolidate(
     ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
-    item = _source(store, user, event)
+
+    def read() -> tuple[MemoryItem | None, list[MemoryItem]]:  # in a database worker
+        item = _source(store, user, event)
+        if item is None or item.consolidated_into is not None:
+            return item, []
+        matches = [c for c in store.fulltext(user, query_terms(item.text)) if c.kind == "long_term"]
+        best = [c.id for c in sorted(matches, key=lambda c: -c.rel)][:5]
+        facts = store.by_ids(user, best)
+        return item, [facts[i] for i in best if i in facts]
+
+    item, related = await ctx.db.run(read)
     if item is None:
         return None, "the item was forgotten before it was consolidated"
     if item.consolidated_into is not None:
         return None, f"already consolidated into fact {item.consolidated_into}"
-    matches = [c for c in store.fulltext(user, query_terms(item.text)) if c.kind == "long_term"]
-    best = [c.id for c in sorted(matches, key=lambda c: -c.rel)][:5]
-    facts = store.by_ids(user, best)
-    related = [facts[i] for i in best if i in facts]
     texts = job_prompts(ctx.settings.language)
     messages = [
         {"role": "system", "content": texts.consolidate},
@@ -258,13 +280,15 @@ def resolve_date(when: str, at: datetime, language: str) -> date | None:
 async def timeline(
     ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
-    item = _source(store, user, event)
-    turn = ctx.db.turn(int(event.payload["turn_id"]))
+    item, turn = await ctx.db.run(
+        lambda: (_source(store, user, event), ctx.db.turn(int(event.payload["turn_id"])))
+    )
     if item is None or turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
         return None, "the source was forgotten"
     message = str(turn["user_text"])
     at = datetime.fromisoformat(str(turn["started_at"]))
-    mentioned = date_expressions(message, at, ctx.settings.language)
+    # dateparser is CPU work (about 400 ms on its first call): in a thread, not on the loop
+    mentioned = await asyncio.to_thread(date_expressions, message, at, ctx.settings.language)
     if not mentioned:
         return None, "no date expression in the message (dateparser found none); no model call"
     messages = [
@@ -279,11 +303,16 @@ async def timeline(
             f"the model found no event although dateparser found {len(mentioned)} date "
             "expression(s) in the message"
         )
-    resolved = []
-    for n, found in enumerate(out.events):
-        day = resolve_date(found.when, at, ctx.settings.language)
-        if day is not None and found.what.strip():
-            resolved.append((n, found.what.strip(), day))
+
+    def resolve_all() -> list[tuple[int, str, date]]:  # dateparser: in a thread
+        resolved = []
+        for n, found in enumerate(out.events):
+            day = resolve_date(found.when, at, ctx.settings.language)
+            if day is not None and found.what.strip():
+                resolved.append((n, found.what.strip(), day))
+        return resolved
+
+    resolved = await asyncio.to_thread(resolve_all)
     if not resolved:
         raise Failed(
             f"no event date could be resolved: the model gave {len(out.events)} event(s), "
@@ -318,7 +347,8 @@ async def _profile(
     user: str,
     event: Event,
 ) -> tuple[Write, str]:
-    current = [m for m in store.items(user, current_only=True, limit=200) if m.kind != "event"]
+    everything = await ctx.db.run(store.items, user, current_only=True, limit=200)
+    current = [m for m in everything if m.kind != "event"]
     if part == "adaptive":
         since = datetime.now(UTC) - timedelta(days=14)
         basis = [m for m in current if datetime.fromisoformat(m.valid_from) >= since][:20]
