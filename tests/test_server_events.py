@@ -7,7 +7,10 @@ records on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -343,6 +346,44 @@ def test_forget_removes_a_follow_ups_text_from_the_replay(
     turns = [e.data["turn_id"] for e in replay if e.event == "followup"]
     assert kept["turn_id"] not in turns and later["followups"][0]["turn_id"] in turns
     assert "Zwiebelfisch" not in "\n".join(raw)
+
+
+def test_the_readme_stream_and_events_curl_examples_run(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Nova over HTTP", 1)[1].split("\n## ", 1)[0]
+    blocks: list[str] = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    streamed = next(b for b in blocks if "stream=true" in b)
+    listen = next(b for b in blocks if "/api/events" in b)
+    env = {**os.environ, "NOVA_KEY": nova.keys["bob"]}
+    last_resort(server, "A second look from the README.")
+    done = subprocess.run(
+        ["bash", "-c", streamed.replace("http://127.0.0.1:8484", nova.url)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    events = list(parse(iter(done.stdout.splitlines())))
+    assert events[0].event == "start" and events[-1].event == "done"
+    [followup] = [e.data for e in events if e.event == "followup"]
+    assert followup["text"] == "A second look from the README."
+    with subprocess.Popen(
+        ["bash", "-c", listen.replace("http://127.0.0.1:8484", nova.url)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as curl:
+        assert curl.stdout is not None
+        try:
+            heard = until(
+                parse(line.rstrip("\n") for line in curl.stdout), followup_of(followup["turn_id"])
+            )
+        finally:
+            curl.terminate()
+    assert heard[-1].data["text"] == "A second look from the README."
 
 
 def _keep(lines: Iterator[str], into: list[str]) -> Iterator[str]:
