@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -30,11 +31,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg import user_events
-from novaberg.errors import BackendError, ModelOutputError, NovabergError
+from novaberg.errors import BackendError, EmbedderError, ModelOutputError, NovabergError
 from novaberg.events import Event
+from novaberg.memory.embedding import Vectors, choose, embed
 from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_prompts import job_prompts
-from novaberg.memory.retrieval import query_terms
+from novaberg.memory.retrieval import query_terms, vector_index
 from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
 from novaberg.queue import BACKGROUND
 from novaberg.storage.db import insert_calls
@@ -64,6 +66,9 @@ class Consolidation(BaseModel):
     action: Literal["new", "same", "update"]
     fact_id: int | None = None
     fact: str = Field(default="", max_length=500)
+    words: list[str] = Field(default_factory=list)
+    """Words a later question would use that the fact does not (topics, synonyms); indexed
+    with the fact (see :func:`with_words`)."""
 
 
 class DatedEvent(BaseModel):
@@ -221,9 +226,12 @@ async def consolidate(
     fact = out.fact.strip()
     if out.action in ("new", "update") and not fact:
         raise Failed(f"the model chose {out.action!r} but wrote no fact")
-    vector = await _embed(ctx, fact) if fact else None
+    if fact:
+        fact = with_words(fact, out.words, ctx.settings.language)
+    vector, index, note = await _fact_vector(ctx, fact) if fact else (None, None, "")
 
     def write(c: Any) -> str:
+        assert item is not None
         if out.action == "same":
             assert out.fact_id is not None
             MemoryStore.cover(c, item.id, out.fact_id)
@@ -240,13 +248,13 @@ async def consolidate(
             derived_from=[item.id],
         )
         MemoryStore.cover(c, item.id, added.id)
-        if vector is not None and ctx.settings.memory.embed_model:
-            MemoryStore.set_vector(c, added.id, ctx.settings.memory.embed_model, vector)
+        if vector is not None and index is not None:
+            index.upsert(c, added.id, user, vector.embedder, vector.vectors[0])
         if out.action == "update":
             assert out.fact_id is not None
             MemoryStore.supersede(c, out.fact_id, added.id)
-            return f"fact {added.id} supersedes fact {out.fact_id}"
-        return f"new fact {added.id}"
+            return f"fact {added.id} supersedes fact {out.fact_id}{note}"
+        return f"new fact {added.id}{note}"
 
     return write, ""
 
@@ -403,12 +411,46 @@ async def profile_core(
     return await _profile("core", ctx, store, user, event)
 
 
-async def _embed(ctx: JobContext, text: str) -> list[float] | None:
-    model = ctx.settings.memory.embed_model
-    if not model:
-        return None
-    vectors = await ctx.queue.embed([text], model, caller="embed", trace=ctx.trace)
-    return None if vectors is None else vectors[0]
+WORDS_MAX = 8
+_WORD_OK = re.compile(r"^\w[\w' -]{0,39}$", re.UNICODE)
+WORDS_LABEL = {"en": "topics", "de": "Themen"}
+
+
+def with_words(fact: str, words: list[str], language: str) -> str:
+    """The fact as stored and indexed: with the words a later question would use (the
+    consolidation model's ``words``, never tool output or Nova's replies) after it,
+    ``"Ada adopted a dog named Bruno. (topics: pet, animal)"``. Words already in the fact,
+    repeated, or not plain words are left out; at most :data:`WORDS_MAX`."""
+    present = set(re.findall(r"\w+", fact.lower()))
+    kept: list[str] = []
+    for raw in words:
+        word = " ".join(str(raw).split())
+        if not _WORD_OK.match(word) or word.lower() in present:
+            continue
+        if word.lower() not in {k.lower() for k in kept}:
+            kept.append(word)
+        if len(kept) == WORDS_MAX:
+            break
+    if not kept:
+        return fact
+    return f"{fact} ({WORDS_LABEL.get(language, WORDS_LABEL['en'])}: {', '.join(kept)})"
+
+
+async def _fact_vector(ctx: JobContext, text: str) -> tuple[Vectors | None, Any, str]:
+    """The new fact's vector from the memory embedder (at background priority), the index
+    to store it in, and a note for the job's result when there is none (the job still
+    stores the fact: ``memory reindex`` or the next retrieval adds the vector)."""
+    choice = choose(ctx.settings)
+    if choice.name is None:
+        return None, None, ""
+    try:
+        vector = await embed(
+            choice, [text], query=False, queue=ctx.queue, trace=ctx.trace, priority=BACKGROUND
+        )
+    except EmbedderError as exc:
+        log.warning("consolidate: the fact gets no vector now (%s)", exc)
+        return None, None, "; no vector yet (the embedder failed)"
+    return vector, await ctx.db.run(vector_index, ctx.db), ""
 
 
 _HANDLERS: dict[str, Handler] = {
