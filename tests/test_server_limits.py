@@ -4,6 +4,7 @@ queue (503 with Retry-After), and CORS only for the configured origins."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -69,6 +70,11 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) 
         time.sleep(0.02)
 
 
+def sent(server: OllamaTestServer, text: str) -> bool:
+    """Whether a model call carrying ``text`` reached the test server."""
+    return any(text in json.dumps(r.body) for r in server.requests())
+
+
 def queue_waiting(nova: Nova) -> int:
     """Model calls waiting for a slot, from the server's own /metrics."""
     text = httpx.get(f"{nova.url}/metrics").text
@@ -96,23 +102,32 @@ def test_the_rate_limit_is_429_with_retry_after_in_both_shapes(nova: Nova) -> No
 def test_a_second_turn_in_a_running_conversation_is_409(
     nova: Nova, server: OllamaTestServer
 ) -> None:
+    opened = ask(nova, "fay", "open a conversation")
+    named = {"X-Novaberg-Conversation-Id": opened.headers["X-Novaberg-Conversation-Id"]}
     server.set_delay(1.0)
-    first = Background(lambda: ask(nova, "fay", "first", {CHAT: "busy-chat"}))
-    wait_for(lambda: len(server.requests()) > 0, "the first turn's model call")
-    second = ask(nova, "fay", "second", {CHAT: "busy-chat"})
+    first = Background(lambda: ask(nova, "fay", "first-7731", named))
+    wait_for(lambda: sent(server, "first-7731"), "the first turn's model call")
+    second = ask(nova, "fay", "second", named)
     assert second.status_code == 409, second.text
     assert second.json()["error"]["code"] == "conversation_busy"
+    native = httpx.post(
+        f"{nova.url}/api/turns",
+        json={"message": "third", "conversation_id": int(named["X-Novaberg-Conversation-Id"])},
+        headers=nova.auth("fay"),
+    )
+    assert native.status_code == 409 and set(native.json()) == {"detail"}, native.text
     other = Background(lambda: ask(nova, "fay", "elsewhere", {CHAT: "another-chat"}))
     server.set_delay(0.0)
     assert first.result().status_code == 200
     assert other.result().status_code == 200  # another conversation was not refused
-    assert ask(nova, "fay", "third", {CHAT: "busy-chat"}).status_code == 200  # free again
+    assert ask(nova, "fay", "again", named).status_code == 200  # free again
 
 
 def test_a_full_model_queue_is_503_with_retry_after(nova: Nova, server: OllamaTestServer) -> None:
+    wait_for(lambda: queue_waiting(nova) == 0, "an empty queue to start from")
     server.set_delay(1.5)
     running = Background(lambda: ask(nova, "bob", "holds the one slot"))
-    wait_for(lambda: len(server.requests()) > 0, "the first turn's model call")
+    wait_for(lambda: sent(server, "holds the one slot"), "the first turn's model call")
     waiting = Background(lambda: ask(nova, "carl", "waits for it"))
     wait_for(lambda: queue_waiting(nova) >= 1, "a call waiting in the model queue")
     refused = ask(nova, "dan", "one too many")

@@ -5,7 +5,11 @@ the whole history resent with every request, regenerate, and CORS off by default
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -268,3 +272,49 @@ def test_cors_is_off_by_default(nova: Nova, server: OllamaTestServer) -> None:
         f"{nova.url}/v1/models", headers={**nova.auth(), "Origin": "http://localhost:3000"}
     )
     assert plain.status_code == 200 and "access-control-allow-origin" not in plain.headers
+
+
+def readme_section() -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## Nova in Open WebUI and SillyTavern")
+    return readme[start : readme.index("\n## ", start + 1)]
+
+
+def test_the_readme_examples_for_front_ends_run(
+    nova: Nova, server: OllamaTestServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    section = readme_section()
+    [example] = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    example = example.replace("http://127.0.0.1:8484", nova.url)
+    example = example.replace("YOUR_KEY", nova.keys["ada"])
+    replies = ("Bees!", "Two hives.", "Start with 2.")
+    server.script("responder", *(Reply(content=t) for t in replies))
+    exec(compile(example, "README.md", "exec"), {})
+    second, third = capsys.readouterr().out.splitlines()
+    assert second.split(" ", 1)[1] == "Two hives." and third.split(" ", 1)[1] == "Start with 2."
+    conversation = int(second.split()[0])
+    assert int(third.split()[0]) == conversation
+    assert [c for _, c in stored(nova, conversation)] == [
+        "I keep bees",
+        "Bees!",
+        "How many hives should I start with?",
+        "Start with 2.",
+    ]
+
+    curl = next(b for b in re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL) if "curl" in b)
+    server.script("responder", Reply(content="Hello Alice."))
+    done = subprocess.run(
+        ["bash", "-c", curl.replace("http://127.0.0.1:8484", nova.url)],
+        env={**os.environ, "WEBUI_KEY": nova.keys["owui"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["choices"][0]["message"]["content"] == "Hello Alice."
+    db = nova.db()
+    try:
+        owners = db.query("SELECT user_id FROM conversations WHERE user_id = 'owui/3f2a-alice'")
+    finally:
+        db.close()
+    assert owners

@@ -34,6 +34,7 @@ from novaberg.server import followups, sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem
+from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.server.stored_turns import stored_turn_json, turn_owner
 from novaberg.validation import validate_message
 
@@ -87,12 +88,22 @@ async def post_turn(
         await db.run(db.conversation_user, body.conversation_id) != user
     ):
         raise _no_conversation(body.conversation_id)
-    if stream:
-        return await _stream_turn(engine, request, user, message, body.conversation_id)
+    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)  # 503
+    conversation: int = (
+        body.conversation_id
+        if body.conversation_id is not None
+        else await db.run(db.new_conversation, user)
+    )
+    busy: ConversationBusy = request.app.state.busy
+    busy.claim(conversation)  # 409 while a turn of this conversation runs
+    if stream:  # released when the streamed turn ends (_stream_turn)
+        return await _stream_turn(engine, request, user, message, conversation)
     try:
-        result = await engine.run_turn(message, conversation_id=body.conversation_id, user=user)
+        result = await engine.run_turn(message, conversation_id=conversation, user=user)
     except NovabergError as exc:
         raise _turn_problem(exc) from exc
+    finally:
+        busy.release(conversation)
     engine.start_background()  # the turn's memory jobs, in this process's loop
     return result.contract_json()
 
@@ -128,6 +139,8 @@ async def _stream_turn(
         on_progress=lambda node: happened.put_nowait(("progress", node)),
     )
     turn.answer.add_done_callback(lambda _: happened.put_nowait(("end", None)))
+    busy: ConversationBusy = request.app.state.busy
+    turn.answer.add_done_callback(lambda _: busy.release(conversation))
     kind, turn_id = await happened.get()
     if kind != "start":  # the turn failed before it was recorded: a plain HTTP error
         exc = turn.answer.exception() if not turn.answer.cancelled() else None
