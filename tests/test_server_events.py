@@ -39,7 +39,10 @@ def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
     home = tmp_path_factory.mktemp("serve-events") / "home"
-    env = {"NOVABERG_SERVER__FOLLOWUP_WAIT_S": str(FOLLOWUP_WAIT_S)}
+    env = {
+        "NOVABERG_SERVER__FOLLOWUP_WAIT_S": str(FOLLOWUP_WAIT_S),
+        "NOVABERG_LOOP_GUARD": "1",  # a database call on the server's event loop raises
+    }
     with running_nova(ollama_server, home, extra_env=env) as started:
         yield started
 
@@ -458,3 +461,12 @@ def test_a_follow_up_is_claimed_by_one_response_only(db: Database) -> None:
     assert waiting == deliveries.Followup(second, parent, "Waiting follow-up.")
     assert deliveries.claim_waiting(db, conversation, "openai") == []
     assert deliveries.mark_delivered(db, [second], "api") == []
+
+
+def test_no_database_call_ran_on_the_servers_event_loop(nova: Nova) -> None:
+    """Runs after the server tests above (file order): the guard (a StorageError naming the
+    call) raised nowhere — not in a request, a turn, a follow-up or a memory job."""
+    logs = nova.logs()
+    assert "database call on the event loop" not in logs
+    assert "StorageError" not in logs and "crashed" not in logs
+    assert "Traceback" not in logs
