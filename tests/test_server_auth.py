@@ -16,6 +16,7 @@ import jwt
 import pytest
 
 from novaberg.server.users import UserStore
+from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, running_nova
 
@@ -32,7 +33,7 @@ def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
     home = tmp_path_factory.mktemp("serve-auth") / "home"
-    env = {"NOVABERG_FRONTEND_JWT_SECRET": SECRET}
+    env = {"NOVABERG_FRONTEND_JWT_SECRET": SECRET, LOOP_GUARD_ENV: "1"}
     with running_nova(ollama_server, home, ("ada", "bob", "rev"), extra_env=env) as started:
         db = started.db()
         try:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer
 from tests.server_helpers import Nova, running_nova
 
@@ -31,6 +32,7 @@ def nova(
         "NOVABERG_SERVER__MAX_QUEUE": "1",
         "NOVABERG_CONCURRENCY__OLLAMA": "1",
         "NOVABERG_SERVER__CORS_ORIGINS": f'["{ALLOWED}"]',
+        LOOP_GUARD_ENV: "1",  # a database call on the server's event loop raises
     }
     home = tmp_path_factory.mktemp("serve-limits") / "home"
     with running_nova(ollama_server, home, USERS, extra_env=env) as started:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from novaberg.server.users import UserStore
+from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, running_nova
 
@@ -30,7 +31,8 @@ def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
     home = tmp_path_factory.mktemp("serve-owui") / "home"
-    with running_nova(ollama_server, home, ("ada", "bob")) as started:
+    guard = {LOOP_GUARD_ENV: "1"}  # a database call on the server's event loop raises
+    with running_nova(ollama_server, home, ("ada", "bob"), extra_env=guard) as started:
         db = started.db()
         try:
             started.keys["owui"] = UserStore(db).add("owui", frontend=True)
