@@ -24,15 +24,19 @@ async def _diagnose() -> dict[str, Any]:
     finally:
         await chain.aclose()
     fixes = [f"{s.name}: {s.fix}" for s in statuses if s.fix]
-    database = _database(settings)
+    database = await asyncio.to_thread(_database, settings)  # the database off the loop
     if not database["ok"]:
         fixes.append(f"database: {database['detail']}")
+    vectors = database.pop("vectors", None)
+    if vectors is not None:
+        fixes.extend(f"memory search by meaning: {fix}" for fix in vectors["fixes"])
     return {
         "mode": settings.backend,
         "would_answer": f"{chain.primary.name}/{chain.primary.model}",
         "notices": notices,
         "backends": [asdict(s) for s in statuses],
         "database": database,
+        "vectors": vectors,
         "fixes": fixes,
         "ok": statuses[0].reachable and not statuses[0].fix and database["ok"],
     }
@@ -59,9 +63,39 @@ def _database(settings: Any) -> dict[str, Any]:
             "where": f"{db.dialect}: {db.where}",
             "ok": True,
             "detail": f"{memories} memories of {settings.user!r}, {waiting} memory jobs waiting",
+            "vectors": _vectors(settings, db),
         }
     finally:
         db.close()
+
+
+def _vectors(settings: Any, db: Any) -> dict[str, Any]:
+    """The vector index: what serves search by meaning, each embedder's vectors, and what
+    lacks one (without loading an embedder)."""
+    from novaberg.cli.reindex import current_embedder
+    from novaberg.memory.vectors import VectorIndex
+
+    index = VectorIndex(db)
+    fixes = [index.notice] if index.notice else []
+    current = current_embedder(settings)
+    spaces = [
+        {"embedder": s.embedder, "dim": s.dim, "vectors": s.vectors, "indexed": s.indexed}
+        for s in index.stats()
+    ]
+    lacking = len(index.missing(current, limit=10**9)) if current else 0
+    if lacking:
+        fixes.append(
+            f"{lacking} memory item(s) have no vector of {current}: run `novaberg memory "
+            "reindex` (they are found by their words only until then)"
+        )
+    return {
+        "mode": index.mode,
+        "embedder": current,
+        "spaces": spaces,
+        "missing": lacking,
+        "notice": index.notice,
+        "fixes": fixes,
+    }
 
 
 def run_doctor(*, as_json: bool) -> None:
@@ -97,6 +131,18 @@ def run_doctor(*, as_json: bool) -> None:
         console.print(
             styled("Database: ", database["where"], " — ", state, " — ", database["detail"])
         )
+        vectors = report["vectors"]
+        if vectors is not None:
+            held = ", ".join(
+                f"{s['embedder']} ({s['dim']} numbers): {s['vectors']}" for s in vectors["spaces"]
+            )
+            console.print(
+                styled(
+                    "Search by meaning: ",
+                    (vectors["mode"], "bold"),
+                    f" — embedder {vectors['embedder'] or 'off'} — vectors: {held or 'none yet'}",
+                )
+            )
         if report["fixes"]:
             console.print(styled(("What to fix:", "bold")))
             for fix in report["fixes"]:

@@ -229,6 +229,26 @@ def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
         echo(f"[{r['id']}] {r['type']} (turn {r['turn_id']}): {r['status']} {r['result']}")
 
 
+@app.command()
+def reindex(
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Only this user's items (default: all).")
+    ] = None,
+    embedder: Annotated[
+        str | None, typer.Option(help="Embedder to compute (default: the one memory uses).")
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Drop that embedder's vectors, compute all again.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compute the vectors that search by meaning lacks (after a change of embedder or model,
+    or for items stored without one), in batches, with a progress bar."""
+    from novaberg.cli.reindex import command
+
+    command(user, embedder, rebuild, as_json)
+
+
 IMPORT_SENTENCES = {
     "memories": ("Imported {n} memory item(s).", "No new memory items (all were there already)."),
     "profile": ("Imported {n} profile version(s).", "No new profile versions."),

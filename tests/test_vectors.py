@@ -1,0 +1,342 @@
+"""The vector index (novaberg.memory.vectors) on SQLite with sqlite-vec and PostgreSQL with
+pgvector, the exact scan where neither is available, and `novaberg memory reindex`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from novaberg.errors import VectorDimensionError
+from novaberg.memory.store import MemoryStore
+from novaberg.memory.vectors import VectorIndex, pack
+from novaberg.storage.db import Database
+from novaberg.storage.sql import SQLITE_VEC_ENV
+from novaberg.testing.postgres import create_database, drop_database
+
+NOVABERG = [sys.executable, "-m", "novaberg"]
+DIM = 32
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    m = rng.standard_normal((n, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def add_items(db: Database, user: str, n: int, start: int = 0) -> list[int]:
+    ids = []
+    with db.transaction() as c:
+        for i in range(start, start + n):
+            added = MemoryStore.add(c, user, "long_term", f"item {user} {i}", 0.5, f"k:{user}:{i}")
+            ids.append(added.id)
+    return ids
+
+
+def store_vectors(
+    index: VectorIndex, db: Database, user: str, ids: list[int], vectors: np.ndarray, emb: str
+) -> None:
+    with db.transaction() as c:
+        for memory_id, vec in zip(ids, vectors, strict=True):
+            index.upsert(c, memory_id, user, emb, vec)
+
+
+@pytest.fixture
+def vdb(vector_target: Path | str) -> Iterator[Database]:
+    database = Database(vector_target)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+def expected_mode(db: Database) -> str:
+    return "sqlite-vec" if db.dialect == "sqlite" else "pgvector"
+
+
+def test_nearest_finds_the_right_item_among_many(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    assert index.mode == expected_mode(vdb) and index.notice is None
+    rng = np.random.default_rng(1)
+    ids = add_items(vdb, "ada", 2000)
+    vectors = unit(rng, 2000)
+    store_vectors(index, vdb, "ada", ids, vectors, "toy")
+    for target in (0, 777, 1999):
+        query = vectors[target] + 0.05 * unit(rng, 1)[0]
+        found = index.nearest("ada", "toy", query, 5)
+        assert found[0][0] == ids[target]
+        assert found[0][1] > 0.95
+        sims = [s for _, s in found]
+        assert sims == sorted(sims, reverse=True) and len(found) == 5
+    # the same ranking as an exact computation
+    query = unit(rng, 1)[0]
+    exact = np.argsort(-(vectors @ query))[:10]
+    assert [i for i, _ in index.nearest("ada", "toy", query, 10)] == [ids[j] for j in exact]
+    assert index.recorded() == {"toy": DIM}
+    assert index.missing("toy") == []
+
+
+def test_a_user_finds_only_their_own_items(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    rng = np.random.default_rng(2)
+    vectors = unit(rng, 40)
+    ada = add_items(vdb, "ada", 20)
+    bob = add_items(vdb, "bob", 20)
+    store_vectors(index, vdb, "ada", ada, vectors[:20], "toy")
+    store_vectors(index, vdb, "bob", bob, vectors[20:], "toy")
+    found = index.nearest("ada", "toy", vectors[25], 40)  # bob's vector as the query
+    assert {i for i, _ in found} == set(ada)
+    assert index.nearest("carol", "toy", vectors[0], 5) == []
+    assert index.missing("toy", "ada") == [] and index.missing("other", "bob") == bob
+
+
+def test_embedders_are_kept_apart(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    rng = np.random.default_rng(3)
+    ids = add_items(vdb, "ada", 30)
+    a, b = unit(rng, 30), unit(rng, 30)
+    store_vectors(index, vdb, "ada", ids[:20], a[:20], "model-a")
+    store_vectors(index, vdb, "ada", ids[10:], b[10:], "model-b")
+    # the item's vector of model-a is the query: in model-b's space it is just another item
+    assert index.nearest("ada", "model-a", a[12], 1)[0] == (ids[12], pytest.approx(1.0, abs=1e-5))
+    in_b = index.nearest("ada", "model-b", a[3], 30)
+    assert {i for i, _ in in_b} == set(ids[10:])  # item 3 has no model-b vector
+    assert index.recorded() == {"model-a": DIM, "model-b": DIM}
+    assert index.missing("model-b", "ada") == ids[:10]
+
+
+def test_superseded_facts_are_left_out(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    rng = np.random.default_rng(4)
+    ids = add_items(vdb, "ada", 50)
+    vectors = unit(rng, 50)
+    store_vectors(index, vdb, "ada", ids, vectors, "toy")
+    with vdb.transaction() as c:
+        for old in ids[:10]:  # ten facts replaced by the last one
+            MemoryStore.supersede(c, old, ids[-1])
+    found = index.nearest("ada", "toy", vectors[3], 5)
+    assert len(found) == 5 and not set(ids[:10]) & {i for i, _ in found}
+
+
+def test_forget_removes_the_vector_everywhere(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    rng = np.random.default_rng(5)
+    ids = add_items(vdb, "ada", 20)
+    vectors = unit(rng, 20)
+    store_vectors(index, vdb, "ada", ids, vectors, "toy")
+    assert MemoryStore(vdb).forget("ada", ids[7]) is not None
+    assert ids[7] not in [i for i, _ in index.nearest("ada", "toy", vectors[7], 20)]
+    assert vdb.query("SELECT 1 FROM memory_vectors WHERE memory_id = ?", (ids[7],)) == []
+    if vdb.dialect == "sqlite":
+        table = f"memory_vec_{index.space('toy').id}"  # type: ignore[union-attr]
+        assert vdb.query(f"SELECT 1 FROM {table} WHERE rowid = ?", (ids[7],)) == []
+        # not in the index's chunks or anywhere else in the file either
+        vdb.one("PRAGMA wal_checkpoint(TRUNCATE)")
+        raw = Path(vdb.where).read_bytes()
+        assert pack(vectors[7]) not in raw
+        assert pack(vectors[8]) in raw  # the check can fail: a kept vector is found
+    else:
+        assert vdb.scalar("SELECT COUNT(*) FROM memory_vectors WHERE emb IS NOT NULL") == 19
+
+
+def test_a_vector_of_another_length_is_refused_naming_reindex(vdb: Database) -> None:
+    index = VectorIndex(vdb)
+    ids = add_items(vdb, "ada", 2)
+    rng = np.random.default_rng(6)
+    store_vectors(index, vdb, "ada", ids[:1], unit(rng, 1), "toy")
+    with pytest.raises(VectorDimensionError, match="novaberg memory reindex") as refused:
+        index.nearest("ada", "toy", unit(rng, 1, DIM + 8)[0], 3)
+    assert (refused.value.recorded, refused.value.given) == (DIM, DIM + 8)
+    with pytest.raises(VectorDimensionError, match="novaberg memory reindex"):
+        store_vectors(index, vdb, "ada", ids[1:], unit(rng, 1, DIM + 8), "toy")
+    assert vdb.scalar("SELECT COUNT(*) FROM memory_vectors") == 1  # nothing half-written
+
+
+def test_without_sqlite_vec_the_search_scans_exactly_with_a_notice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "n.db"
+    rng = np.random.default_rng(7)
+    vectors = unit(rng, 60)
+    db = Database(path)
+    index = VectorIndex(db)
+    ids = add_items(db, "ada", 30)
+    store_vectors(index, db, "ada", ids, vectors[:30], "toy")
+    db.close()
+
+    monkeypatch.setenv(SQLITE_VEC_ENV, "off")  # a Python that cannot load the extension
+    db = Database(path)
+    index = VectorIndex(db)
+    assert index.mode == "exact"
+    assert index.notice and "sqlite-vec is not loaded" in index.notice
+    more = add_items(db, "ada", 30, start=30)
+    store_vectors(index, db, "ada", more, vectors[30:], "toy")  # writes still work
+    assert MemoryStore(db).forget("ada", ids[0]) is not None  # and forget
+    assert index.nearest("ada", "toy", vectors[40], 1)[0][0] == more[10]
+    db.close()
+
+    monkeypatch.delenv(SQLITE_VEC_ENV)  # the extension again: its index is rebuilt
+    db = Database(path)
+    try:
+        index = VectorIndex(db)
+        assert index.mode == "sqlite-vec" and index.space("toy").indexed  # type: ignore[union-attr]
+        found = index.nearest("ada", "toy", vectors[40], 60)
+        assert found[0][0] == more[10] and ids[0] not in {i for i, _ in found}
+        assert len(found) == 59
+    finally:
+        db.close()
+
+
+def test_without_pgvector_the_search_scans_exactly_and_doctor_says_how_to_add_it(
+    postgres_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = create_database(postgres_server)  # Debian's PostgreSQL: no pgvector
+    try:
+        db = Database(url)
+        try:
+            index = VectorIndex(db)
+            assert index.mode == "exact"
+            assert index.notice and "pgvector is not installed" in index.notice
+            rng = np.random.default_rng(8)
+            ids = add_items(db, "ada", 40)
+            vectors = unit(rng, 40)
+            store_vectors(index, db, "ada", ids, vectors, "toy")
+            assert index.nearest("ada", "toy", vectors[17], 1)[0][0] == ids[17]
+        finally:
+            db.close()
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", url)
+        monkeypatch.setenv("NOVABERG_BACKEND", "ollama")
+        monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+        done = subprocess.run(
+            [*NOVABERG, "doctor", "--json"], capture_output=True, text=True, timeout=120,
+            env=dict(os.environ),
+        )  # fmt: skip
+        report = json.loads(done.stdout)
+        assert report["vectors"]["mode"] == "exact"
+        assert any("install pgvector" in fix for fix in report["fixes"])
+    finally:
+        drop_database(postgres_server, url)
+
+
+def test_pgvector_added_later_gets_the_vectors_stored_before(
+    pgvector_server: str,
+) -> None:
+    """A database migrated and written without the extension, then opened where it exists:
+    the vectors stored meanwhile are copied into the pgvector column and indexed."""
+    url = create_database(pgvector_server)
+    try:
+        db = Database(url)
+        try:
+            rng = np.random.default_rng(9)
+            ids = add_items(db, "ada", 10)
+            vectors = unit(rng, 10)
+            with db.transaction() as c:  # as the exact mode writes them
+                c.execute(
+                    "INSERT INTO vector_spaces (embedder, dim, indexed, created_at) "
+                    "VALUES ('toy', ?, 0, 'x')",
+                    (DIM,),
+                )
+                for memory_id, vec in zip(ids, vectors, strict=True):
+                    c.execute(
+                        "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec) "
+                        "VALUES (?, 'toy', 'ada', ?)",
+                        (memory_id, pack(vec)),
+                    )
+            index = VectorIndex(db)
+            assert index.mode == "pgvector" and index.space("toy").indexed  # type: ignore[union-attr]
+            assert db.scalar("SELECT COUNT(*) FROM memory_vectors WHERE emb IS NULL") == 0
+            assert index.nearest("ada", "toy", vectors[4], 1)[0][0] == ids[4]
+        finally:
+            db.close()
+    finally:
+        drop_database(pgvector_server, url)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="100")
+    env.pop("NOVABERG_LOOP_GUARD", None)
+    return subprocess.run(
+        [*NOVABERG, "memory", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_reindex_fills_missing_vectors_with_a_progress_bar(isolated_env: Path) -> None:
+    db = Database(isolated_env / "novaberg.db")
+    try:
+        texts = ["I adopted a dog named Bruno last spring", "I can't stand coriander"]
+        with db.transaction() as c:
+            ids = [
+                MemoryStore.add(c, "default", "long_term", t, 0.8, f"k{i}").id
+                for i, t in enumerate(texts)
+            ]
+            MemoryStore.add(c, "bob", "long_term", "Bob sails on weekends", 0.8, "k9")
+        # vectors of the same name but 8 numbers: the model behind the name changed
+        index = VectorIndex(db)
+        with db.transaction() as c:
+            index.upsert(c, ids[0], "default", "minilm-l6-v2", [0.5] * 8)
+    finally:
+        db.close()
+
+    done = run_cli("reindex", "--embedder", "minilm-l6-v2")
+    assert done.returncode == 0, done.stderr
+    assert "3/3" in done.stderr  # the progress bar, at its end
+    assert "now gives vectors of 384 numbers, the stored ones have 8" in done.stderr
+    assert "Removed 1 vector(s)" in done.stdout and "Computed 3 vector(s)" in done.stdout
+
+    again = run_cli("reindex", "--embedder", "minilm-l6-v2", "--json")
+    assert json.loads(again.stdout)["computed"] == 0
+
+    db = Database(isolated_env / "novaberg.db")
+    try:
+        index = VectorIndex(db)
+        assert index.recorded() == {"minilm-l6-v2": 384} and index.missing("minilm-l6-v2") == []
+        from novaberg.embedders import get_embedder
+
+        query = get_embedder("minilm-l6-v2").embed(["What kind of pet do I own?"], query=True)
+        assert index.nearest("default", "minilm-l6-v2", query.array[0], 1)[0][0] == ids[0]
+    finally:
+        db.close()
+
+
+def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(tmp_path: Path) -> None:
+    db = Database(tmp_path / "n.db")
+    try:
+        index = VectorIndex(db, cache_from=100)  # the in-memory copy from 100 vectors on
+        plain = VectorIndex(db, cache_bytes=0)  # sqlite-vec alone, to compare with
+        rng = np.random.default_rng(10)
+        vectors = unit(rng, 400)
+        ids = add_items(db, "ada", 300)
+        store_vectors(index, db, "ada", ids, vectors[:300], "toy")
+        small = add_items(db, "bob", 20, start=500)
+        store_vectors(index, db, "bob", small, vectors[300:320], "toy")
+        queries = unit(rng, 5)
+
+        def both(q: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
+            got = index.nearest("ada", "toy", q, k)
+            assert [i for i, _ in got] == [i for i, _ in plain.nearest("ada", "toy", q, k)]
+            return got
+
+        both(queries[0])  # the first search in this process: sqlite-vec
+        assert not index._cache
+        both(queries[1])
+        assert list(index._cache) == [(index.space("toy").id, "ada")]  # type: ignore[union-attr]
+        index.nearest("bob", "toy", queries[0], 5)  # 20 vectors: never copied
+        assert len(index._cache) == 1
+
+        more = add_items(db, "ada", 50, start=300)  # new items: appended to the copy
+        store_vectors(index, db, "ada", more, vectors[320:370], "toy")
+        assert both(vectors[333], 1)[0][0] == more[13]
+        assert MemoryStore(db).forget("ada", more[13]) is not None  # a removal: reloaded
+        assert more[13] not in [i for i, _ in both(vectors[333], 20)]
+        with db.transaction() as c:
+            MemoryStore.supersede(c, ids[5], ids[6])
+        assert ids[5] not in [i for i, _ in both(vectors[5], 20)]
+        held = index._cache[(index.space("toy").id, "ada")]  # type: ignore[union-attr]
+        assert len(held.ids) == 349
+    finally:
+        db.close()
