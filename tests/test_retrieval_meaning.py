@@ -17,6 +17,7 @@ from novaberg.engine import Engine
 from novaberg.memory.embedding import choose, embed_now
 from novaberg.memory.retrieval import Retriever, query_terms, recall, vector_index
 from novaberg.memory.store import MemoryStore
+from novaberg.memory.transfer import export_user
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.tools.builtin import SearchArguments
@@ -235,3 +236,29 @@ def test_a_fact_told_in_one_ask_process_is_found_by_meaning_in_the_next(
     assert found["reason"].startswith("fact: meaning: 0.") and "words:" not in found["reason"]
     prompt = json.dumps(ollama_env.requests("/api/chat", caller="responder")[-1].body)
     assert fact in prompt
+
+
+def test_an_import_computes_the_vectors_of_what_it_adds(
+    ollama_env: OllamaTestServer, tmp_path: Path
+) -> None:
+    source = Database(tmp_path / "elsewhere.db")
+    try:
+        with source.transaction() as c:
+            MemoryStore.add(c, USER, "long_term", DOG, 0.8, "fact:dog")
+        export = export_user(source, USER)
+    finally:
+        source.close()
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+    done = run("memory", "import", str(path))
+    assert done.returncode == 0, done.stderr
+    db = Database(load_settings().settings.database)
+    try:  # before any search (a search would add a missing vector itself)
+        stored = db.query(
+            "SELECT m.text, v.embedder FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
+        )
+    finally:
+        db.close()
+    assert stored == [{"text": DOG, "embedder": "minilm-l6-v2"}]
+    found = json.loads(run("memory", "search", PET_QUESTION, "--json").stdout)
+    assert found[0]["text"] == DOG and found[0]["reason"].startswith("fact: meaning: 0.")

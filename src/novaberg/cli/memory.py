@@ -171,15 +171,18 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Restore an export (checked whole first; nothing changes if it cannot be imported)."""
-    from novaberg.cli.common import guarded
+    from novaberg.cli.common import err_console, guarded, load
     from novaberg.cli.safe import dumps, echo
-    from novaberg.memory.transfer import import_user, parse_export
+    from novaberg.memory.transfer import embed_imported, import_user, parse_export
 
     db, who = _open(user)
     # bytes: invalid UTF-8 in a text becomes U+FFFD (counted), not a codec error
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
     export = guarded(lambda: parse_export(raw, who))
     counts = guarded(lambda: import_user(db, export))
+    _, notice = guarded(lambda: embed_imported(db, guarded(lambda: load(user).settings), who))
+    if notice:
+        err_console.print(f"notice: {notice}", markup=False, highlight=False)
     if as_json:
         typer.echo(dumps({"imported": counts}))
         return

@@ -12,9 +12,11 @@ plus the user's newest items (10). Superseded facts (``valid_to`` set) and short
 already covered by a fact are never candidates.
 
 The signals are fused by reciprocal rank: an item's **relevance** is the sum, over the signals
-that found it, of ``(k + 1) / (k + rank)`` (``k`` = :attr:`Retriever.fusion_k`, 5): 1 for the
-first of a signal, 0.5 for the sixth, so an item both signals put first scores 2. Ranks, not
-raw scores, are added, because BM25 and cosine live on different scales.
+that found it, of ``(k + 1) / (k + rank)`` (``k`` = :attr:`Retriever.fusion_k`, 1): 1 for the
+first of a signal, 0.5 for the third, so an item both signals put first scores 2. Ranks, not
+raw scores, are added, because BM25 and cosine live on different scales. ``k`` = 1 (not the
+usual 60) keeps the first ranks apart from the rest: on the meaning suite (2,000 noise items,
+MiniLM) it found 20 of 20 English meaning questions in the top 5, against 19 with k = 5 to 20.
 
 As in Generative Agents, each candidate's score is then a weighted sum: recency
 (``0.5 ** (age_days / half_life)``, the half-life ``half_life_days`` (14) for short-term
@@ -134,7 +136,7 @@ class Retriever:
     fulltext_ranked: int = 50
     vector_candidates: int = 50
     recent_candidates: int = 10
-    fusion_k: float = 5.0
+    fusion_k: float = 1.0
     weights: Weights = Weights()
 
     def retrieve(

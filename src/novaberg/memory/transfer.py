@@ -9,6 +9,7 @@ many texts were changed so (never a refusal of the whole file, never a codec err
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from datetime import UTC, date, datetime
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from novaberg.memory.store import MemoryStore, Statement
 from novaberg.storage.db import Database, now
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
 
+log = logging.getLogger("novaberg")
 FORMAT = "novaberg-memory-export"
 SCHEMA_VERSION = 2
 """2: every kind in ``memories`` (events included) with validity and provenance, profile
@@ -248,7 +250,7 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
     ``import:<its key>`` (kept as it is when it has that form already), which also records
     where it came from; an item still in this database under its own key is not added again.
     Messages and turns are not part of an export, so imported items have no source turn in
-    this database.
+    this database. Their vectors come after, outside this transaction (:func:`embed_imported`).
     """
     new_ids: dict[int, int] = {}
     created: set[int] = set()
@@ -326,3 +328,37 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
         "truncated": sum(x.truncated for x in changed),
         "invalid_utf8": export._invalid_utf8,
     }
+
+
+def embed_imported(db: Database, settings: Any, user: str, batch: int = 64) -> tuple[int, str]:
+    """Blocking (a command, or a database worker): vectors of the memory embedder for the
+    user's items that have none, as an import leaves them, so that they are found by meaning
+    at once. Returns how many were computed, and a notice when the embedder failed (the
+    items keep their words; ``novaberg memory reindex`` or the next retrieval adds them)."""
+    from novaberg.errors import NovabergError
+    from novaberg.memory.embedding import choose, embed_now
+    from novaberg.memory.retrieval import vector_index
+
+    choice = choose(settings)
+    if choice.name is None:
+        return 0, ""
+    index = vector_index(db)
+    store = MemoryStore(db)
+    todo = index.missing(choice.name, user, limit=10**9)
+    done = 0
+    for start in range(0, len(todo), batch):
+        items = store.by_ids(user, todo[start : start + batch])
+        ids = sorted(items)
+        try:
+            vectors = embed_now(settings, [items[i].text for i in ids], query=False)
+            with db.transaction() as c:
+                for memory_id, vec in zip(ids, vectors.vectors, strict=True):
+                    index.upsert(c, memory_id, user, vectors.embedder, vec)
+        except NovabergError as exc:  # EmbedderError, or vectors of another length
+            log.warning("import: item vectors not computed (%s)", type(exc).__name__)
+            return done, (
+                f"{len(todo) - done} item(s) got no vector for search by meaning ({exc}); "
+                "novaberg memory reindex adds them later"
+            )
+        done += len(ids)
+    return done, ""

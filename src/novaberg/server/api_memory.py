@@ -21,11 +21,12 @@ from fastapi.responses import JSONResponse
 
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
-from novaberg.memory.retrieval import Retriever
+from novaberg.memory.retrieval import recall
 from novaberg.memory.store import MemoryItem, MemoryStore
-from novaberg.memory.transfer import export_user, import_user, parse_export
+from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem
+from novaberg.telemetry import Trace
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -55,8 +56,13 @@ async def list_or_search(
     for it, best first, each with ``score`` and ``reason``."""
     store = _store(request)
     if query is not None:
-        retriever = Retriever(store, budget_tokens=100_000, max_items=50)
-        found = await store.db.run(retriever.retrieve, user, query)
+        engine = engine_of(request)
+        found = (
+            await recall(
+                store.db, engine.settings, user, query, queue=engine.queue, trace=Trace(),
+                max_items=50, budget_tokens=100_000, what="memory search",
+            )
+        ).items  # fmt: skip
         items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
         return {"items": items}
     page = await store.db.run(store.items, user, kind=kind, limit=limit + 1, offset=offset)
@@ -90,6 +96,7 @@ async def import_(request: Request, user: User) -> dict[str, Any]:
         export = parse_export(raw, user)
         db = engine_of(request).db
         counts = await db.run(import_user, db, export)
+        await db.run(embed_imported, db, engine_of(request).settings, user)  # by meaning too
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
     return {"imported": counts}
