@@ -101,15 +101,20 @@ def followup_of(turn_id: int) -> Any:
     return lambda e: e.event == "followup" and e.data["turn_id"] == turn_id
 
 
-def last_resort(server: OllamaTestServer, followup: str, delay_s: float = 0.0) -> None:
+def last_resort(
+    server: OllamaTestServer, followup: str, delay_s: float = 0.0, answer_delay_s: float = 0.0
+) -> None:
     """The next turn ends in the thinker's last resort (prose twice): its draft stays with a
-    promise, and a second pass answers ``followup`` (after ``delay_s``)."""
+    promise (after ``answer_delay_s``), and a second pass answers ``followup`` (after
+    ``delay_s``)."""
     server.standing(
         "router",
         Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": True})),
     )
     server.script(
-        "responder", Reply(content="Draft answer."), Reply(content=followup, delay_s=delay_s)
+        "responder",
+        Reply(content="Draft answer.", delay_s=answer_delay_s),
+        Reply(content=followup, delay_s=delay_s),
     )
     server.script("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
     server.script("thinker_nachfass", Reply(content="prose"), Reply(content="more prose"))
@@ -206,6 +211,54 @@ def test_a_streamed_turns_failure_is_an_error_event_and_bad_input_a_plain_error(
         assert response.status_code == status and set(response.json()) == {"detail"}
 
 
+def test_the_tribunals_rejected_draft_never_streams(nova: Nova, server: OllamaTestServer) -> None:
+    server.script("responder", Reply(content="Draft with a problem."))
+    server.script(
+        "judge_persona",
+        Reply(content=json.dumps({"vote": "revise", "reason": "Not like Nova."})),
+        Reply(content=json.dumps({"vote": "ok", "reason": "fine"})),
+    )
+    server.script("corrector", Reply(content="A warmer, corrected answer."))
+    events = stream_turn(nova, {"message": "Hallo Nova"})
+    tokens = "".join(e.data["text"] for e in events if e.event == "token")
+    assert tokens == "A warmer, corrected answer." == events[-1].data["reply"]
+    assert events[-1].data["tribunal"]["corrections"] == 1
+    assert "Draft with a problem" not in json.dumps([e.data for e in events[:-1]])
+
+
+def test_a_client_that_leaves_mid_stream_leaves_the_turn_to_finish_with_its_follow_up(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    last_resort(server, "Finished without you.", answer_delay_s=1.0)
+    with event_stream(nova, "eve") as events:
+        with httpx.stream(
+            "POST",
+            f"{nova.url}/api/turns",
+            params={"stream": "true"},
+            headers=nova.auth("eve"),
+            json={"message": "I will not wait"},
+            timeout=60,
+        ) as response:
+            start = next(parse(response.iter_lines()))
+        assert start.event == "start"  # gone before the answer (the responder takes 1 s)
+        [followup] = [
+            e for e in until(events, lambda e: e.event == "followup") if e.event == "followup"
+        ]
+    turn_id = start.data["turn_id"]
+    assert followup.data["parent_turn_id"] == turn_id
+    assert followup.data["text"] == "Finished without you."
+    stored = httpx.get(f"{nova.url}/api/turns/{turn_id}", headers=nova.auth("eve"), timeout=30)
+    assert stored.status_code == 200 and stored.json()["reply"].startswith("Draft answer.")
+    db = nova.db()
+    try:
+        delivered = db.query(
+            "SELECT * FROM followup_deliveries WHERE turn_id = ?", (followup.data["turn_id"],)
+        )
+    finally:
+        db.close()
+    assert delivered == []  # no response showed it: the next /v1 response will
+
+
 def test_a_follow_up_arrives_on_api_events_and_only_for_its_user(
     nova: Nova, server: OllamaTestServer
 ) -> None:
@@ -272,8 +325,9 @@ def test_reconnecting_with_last_event_id_gets_exactly_the_missed_events(
     assert bad.status_code == 400 and set(bad.json()) == {"detail"}
 
 
+@pytest.mark.parametrize("next_streams", [True, False], ids=["streamed", "whole"])
 def test_a_slow_follow_up_comes_at_the_start_of_the_next_v1_response_once(
-    nova: Nova, server: OllamaTestServer
+    nova: Nova, server: OllamaTestServer, next_streams: bool
 ) -> None:
     client = nova.client("eve")
     last_resort(server, "The slow second look.", delay_s=SLOW_S)
@@ -294,13 +348,19 @@ def test_a_slow_follow_up_comes_at_the_start_of_the_next_v1_response_once(
     server.reset()  # no last resort in the next turns
     server.script("responder", Reply(content="The next answer."))
     headers = {CONVERSATION: conversation}
-    stream = client.chat.completions.create(
-        model="nova",
-        messages=[{"role": "user", "content": "and now?"}],
-        stream=True,
-        extra_headers=headers,
-    )
-    second = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    if next_streams:
+        stream = client.chat.completions.create(
+            model="nova",
+            messages=[{"role": "user", "content": "and now?"}],
+            stream=True,
+            extra_headers=headers,
+        )
+        second = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    else:
+        whole = client.chat.completions.create(
+            model="nova", messages=[{"role": "user", "content": "and now?"}], extra_headers=headers
+        )
+        second = whole.choices[0].message.content or ""
     assert second == f"The slow second look.{SEPARATOR}The next answer."
     server.script("responder", Reply(content="A third answer."))
     third = client.chat.completions.create(
