@@ -18,6 +18,7 @@ import pytest
 from novaberg.server.users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 from tests.server_helpers import Nova, running_nova
 
 CONVERSATION = "X-Novaberg-Conversation-Id"
@@ -26,19 +27,31 @@ CHAT = "X-OpenWebUI-Chat-Id"
 END_USER = "X-OpenWebUI-User-Id"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def nova(
-    ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    ollama_server: OllamaTestServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Nova]:
+    """The server on SQLite, then on PostgreSQL (history matching and regenerate are SQL)."""
     home = tmp_path_factory.mktemp("serve-owui") / "home"
+    url = None
+    if request.param == "postgres":
+        url = create_database(request.getfixturevalue("postgres_server"))
     guard = {LOOP_GUARD_ENV: "1"}  # a database call on the server's event loop raises
-    with running_nova(ollama_server, home, ("ada", "bob"), extra_env=guard) as started:
-        db = started.db()
-        try:
-            started.keys["owui"] = UserStore(db).add("owui", frontend=True)
-        finally:
-            db.close()
-        yield started
+    try:
+        with running_nova(
+            ollama_server, home, ("ada", "bob"), extra_env=guard, database=url
+        ) as started:
+            db = started.db()
+            try:
+                started.keys["owui"] = UserStore(db).add("owui", frontend=True)
+            finally:
+                db.close()
+            yield started
+    finally:
+        if url is not None:
+            drop_database(request.getfixturevalue("postgres_server"), url)
 
 
 def salient(summary: str) -> Reply:
