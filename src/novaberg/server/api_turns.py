@@ -120,14 +120,12 @@ def _error_event(exc: BaseException) -> str:
 
 
 async def _stream_turn(
-    engine: Engine, request: Request, user: str, message: str, conversation_id: int | None
+    engine: Engine, request: Request, user: str, message: str, conversation: int
 ) -> StreamingResponse:
     """``POST /api/turns?stream=true``: the turn runs as a task of its own (it outlives a
-    client that leaves); the response reports it as server-sent events."""
+    client that leaves); the response reports it as server-sent events. The conversation is
+    claimed busy by the caller; released here once the answer is stored (or failed)."""
     db = engine.db
-    if conversation_id is None:
-        conversation_id = await db.run(db.new_conversation, user)
-    conversation: int = conversation_id
     happened: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     turn = followups.start(
         engine,
