@@ -330,6 +330,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("OLLAMA_HOST", "ollama_host"),
         description="the Ollama server, read as the official client reads OLLAMA_HOST",
     )
+    ollama_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="several Ollama servers for one model (e.g. http://a:11434,http://b:11434): "
+        "each call goes to the least busy healthy one, each with concurrency.ollama slots and "
+        "its own cooldown; empty: ollama_host alone",
+    )
     model: str = Field("qwen3:4b", min_length=1, description="the model on Ollama")
     home: Path = Field(
         default_factory=default_home,
@@ -417,7 +423,7 @@ class Settings(BaseSettings):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     server: Server = Field(default_factory=Server)
 
-    @field_validator("fallback", mode="before")
+    @field_validator("fallback", "ollama_hosts", mode="before")
     @classmethod
     def _split_fallback(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -52,6 +52,8 @@ class BackendError(NovabergError):
 
     retryable: bool = False
     outcome: str = "error"
+    host: str = ""
+    """Which server of the backend failed, when it has several (``ollama_hosts``)."""
 
     def __init__(self, message: str, *, backend: str = "", model: str = "") -> None:
         super().__init__(message)

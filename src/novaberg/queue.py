@@ -123,7 +123,10 @@ class ModelQueue:
     ) -> None:
         self.chain = chain
         self.retries = retries
-        self._slots = {b.name: PrioritySlots(limits.get(b.name, 1)) for b in chain.backends}
+        self._slots = {
+            b.name: PrioritySlots(limits.get(b.name, 1) * getattr(b, "servers", 1))
+            for b in chain.backends
+        }
         self.observers = Observers()
         """Told of every stored turn and job with its call records (the server's metrics)."""
 
@@ -342,6 +345,7 @@ def fill_answered(
     record.backend_ms = response.total_duration / 1e6
     record.tool_calls = len(response.tool_calls)
     record.outcome = classify(request, response)
+    record.host = response.host
 
 
 def sent_think(backend: Backend, request: ChatRequest) -> bool:
@@ -353,6 +357,7 @@ def _fill_failure(record: CallRecord, exc: BackendError, started: float) -> None
     record.ms = (time.perf_counter() - started) * 1000
     record.outcome = "timeout" if exc.outcome == "timeout" else "error"
     record.error = str(exc)
+    record.host = exc.host
 
 
 class _StreamWatch:

@@ -60,6 +60,9 @@ class CallRecord:
     """The thinking normaliser that read this call's answer (thinker calls only)."""
     json_mode: JsonMode = ""
     """How this request asked for JSON (see :data:`JsonMode`); ``""`` when it asked for none."""
+    host: str = ""
+    """The server that answered (or failed), for a backend with several (``ollama_hosts``);
+    ``""`` otherwise."""
     started: float = field(default=0.0, compare=False)
     """``time.perf_counter()`` when the request was sent (for ordering; not exported)."""
 

@@ -94,6 +94,8 @@ class ChatResponse:
     """The backend's estimate of the prompt tokens it sent (0 when it made none)."""
     prompt_cut: bool = False
     """The server read far fewer prompt tokens than were sent: it cut the prompt silently."""
+    host: str = ""
+    """The server that answered, for a backend with several (``ollama_hosts``)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from novaberg.backends.base import Backend
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.embedded import EmbeddedBackend
 from novaberg.backends.ollama import OllamaBackend
+from novaberg.backends.ollama_pool import OllamaPool
 from novaberg.backends.openai_compat import OpenAICompatBackend
 from novaberg.config import BackendName, Settings
 from novaberg.errors import ConfigError
@@ -17,8 +18,17 @@ log = logging.getLogger("novaberg")
 
 def make_backend(name: BackendName, settings: Settings) -> Backend:
     if name == "ollama":
+        if len(settings.ollama_hosts) > 1:
+            return OllamaPool(
+                settings.ollama_hosts,
+                settings.model,
+                settings.timeouts,
+                limit=settings.concurrency.ollama,
+                cooldown_s=settings.breaker_cooldown_s,
+                num_ctx=settings.limits.context_tokens,
+            )
         return OllamaBackend(
-            settings.ollama_host,
+            settings.ollama_hosts[0] if settings.ollama_hosts else settings.ollama_host,
             settings.model,
             settings.timeouts,
             num_ctx=settings.limits.context_tokens,

@@ -59,6 +59,7 @@ def _call_view(row: dict[str, Any]) -> dict[str, Any]:
         error=row["error"] or "",
         normalizer=row.get("normalizer") or "",
         json_mode=row.get("json_mode") or "",
+        host=row.get("host") or "",
     )
     return record.contract_view()
 

@@ -450,8 +450,8 @@ def insert_calls(
     c.executemany(
         "INSERT INTO llm_calls (turn_id, event_id, probe_run_id, seq, caller, backend, model, "
         "think, content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
-        "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at, host) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 turn_id,
@@ -474,6 +474,7 @@ def insert_calls(
                 r.error,
                 r.normalizer,
                 stamp,
+                r.host or None,
             )
             for seq, r in enumerate(calls, start=1)
         ],
