@@ -25,6 +25,7 @@ import pytest
 from novaberg import deliveries, user_events
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 from tests.conftest import CONTRACT_KEYS
 from tests.server_helpers import Nova, running_nova
 
@@ -34,17 +35,28 @@ SEPARATOR = "\n\n---\n\n"
 CONVERSATION = "X-Novaberg-Conversation-Id"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def nova(
-    ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    ollama_server: OllamaTestServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Nova]:
-    home = tmp_path_factory.mktemp("serve-events") / "home"
+    """One server per database: the event log's ordering and the delivery claims are SQL."""
+    home = tmp_path_factory.mktemp(f"serve-events-{request.param}") / "home"
     env = {
         "NOVABERG_SERVER__FOLLOWUP_WAIT_S": str(FOLLOWUP_WAIT_S),
         "NOVABERG_LOOP_GUARD": "1",  # a database call on the server's event loop raises
     }
-    with running_nova(ollama_server, home, extra_env=env) as started:
-        yield started
+    server_url = database = None
+    if request.param == "postgres":
+        server_url = request.getfixturevalue("postgres_server")
+        database = create_database(server_url)
+    try:
+        with running_nova(ollama_server, home, extra_env=env, database=database) as started:
+            yield started
+    finally:
+        if server_url is not None and database is not None:
+            drop_database(server_url, database)
 
 
 @dataclass
