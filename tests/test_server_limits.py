@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from novaberg.server.ratelimit import RateLimiter, retry_after
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer
 from tests.server_helpers import Nova, running_nova
@@ -168,3 +169,18 @@ def test_cors_preflight_is_allowed_only_for_the_configured_origins(nova: Nova) -
         f"{nova.url}/v1/models", headers={**nova.auth("erin"), "Origin": "http://elsewhere.example"}
     )
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_the_bucket_refills_continuously_and_says_how_long_to_wait() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])  # one request a second, 60 at once
+    assert all(limiter.take("ada") is None for _ in range(60))
+    wait = limiter.take("ada")
+    assert wait is not None and wait == pytest.approx(1.0)
+    assert retry_after(wait) == "1"
+    now[0] = 0.5
+    assert limiter.take("ada") == pytest.approx(0.5)  # half a request's worth is back
+    now[0] = 1.0
+    assert limiter.take("ada") is None and limiter.take("ada") is not None
+    assert limiter.take("bob") is None  # a bucket per user
+    assert RateLimiter(0).take("ada") is None  # 0: no limit
