@@ -309,6 +309,22 @@ def test_a_follow_up_arrives_on_api_events_and_only_for_its_user(
         db.close()
 
 
+def test_an_event_another_process_wrote_arrives_through_the_poll(nova: Nova) -> None:
+    """Written by this test process into the server's database, as a ``novaberg worker`` or
+    a second ``serve`` would: no in-process wake-up, the stream's poll finds it."""
+    with event_stream(nova, "ada") as events:
+        db = nova.db()
+        try:
+            _, parent, second = _followup_turn(db, "ada", "From another process.")
+        finally:
+            db.close()
+        began = time.monotonic()
+        [event] = [e for e in until(events, followup_of(second)) if e.event == "followup"]
+        took = time.monotonic() - began
+    assert event.data["text"] == "From another process." and event.data["parent_turn_id"] == parent
+    assert took < 2.0 + 1.5  # server.events_poll_s (2 s) and some slack
+
+
 def test_reconnecting_with_last_event_id_gets_exactly_the_missed_events(
     nova: Nova, server: OllamaTestServer
 ) -> None:
