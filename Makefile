@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup postgres chat test pytest lint format bench bench-embedded soak clean
+.PHONY: setup postgres browser chat test pytest lint format bench bench-embedded soak clean
 
 setup: $(STAMP)
 
@@ -29,10 +29,17 @@ postgres:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	{ echo "The tests need PostgreSQL's server binaries: install them (Debian: apt-get install postgresql)." >&2; exit 1; }
 
+# The web page's tests drive Debian's chromium through Playwright (no browser is downloaded).
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	{ echo "The web page's tests need chromium: install it (Debian: apt-get install chromium)." >&2; exit 1; }
+
 chat: setup
 	$(BIN)/novaberg chat
 
-test: setup postgres lint pytest
+test: setup postgres browser lint pytest
 
 pytest: setup
 	$(BIN)/python -m pytest

@@ -9,7 +9,7 @@ const LABEL = 200;
 const ROW = 24;
 
 /** A horizontal bar chart; rows: [{label, values: [number…], text}], series: CSS classes. */
-function bars(title, rows, series, max, format) {
+function bars(title, rows, series, max, format, names) {
   const per = series.length;
   const height = rows.length * (ROW * per + 8) + 6;
   const top = Math.max(max, 1e-9);
@@ -34,7 +34,8 @@ function bars(title, rows, series, max, format) {
     h("caption", {}, title),
     h("tbody", {}, rows.map((r) => h("tr", {}, h("th", { scope: "row" }, r.label), r.values.map((v) => h("td", {}, format(v)))))),
   );
-  return h("figure", { class: "figure" }, h("figcaption", {}, title), svg, table);
+  const legend = (names || []).map((name, j) => h("span", { class: `legend ${series[j]}` }, name));
+  return h("figure", { class: "figure" }, h("figcaption", {}, title, " ", legend), svg, table);
 }
 
 function pct(v) {
@@ -63,7 +64,7 @@ export function charts(stats) {
   ];
   out.push(bars(t("stats_rates"), rates, ["series-a"], Math.max(...rates.map((r) => r.values[0]), 0.05), pct));
   const latency = calls.map((c) => ({ label: `${c.caller} (${c.backend})`, values: [c.p50_ms, c.p95_ms] }));
-  out.push(bars(t("stats_latency"), latency, ["series-a", "series-b"], Math.max(...latency.map((r) => r.values[1])), ms));
+  out.push(bars(t("stats_latency"), latency, ["series-a", "series-b"], Math.max(...latency.map((r) => r.values[1])), ms, ["p50", "p95"]));
   const judges = Object.entries(stats.corrections || {});
   if (judges.length) {
     const rows = judges.map(([judge, v]) => ({ label: judge, values: [v.corrections] }));

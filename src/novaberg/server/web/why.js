@@ -6,8 +6,6 @@ import { $, clear, h, ms, outcomeClass, s } from "./dom.js";
 import { t } from "./i18n.js";
 
 const ROW = 22;
-const LABEL = 130;
-const WIDTH = 640;
 
 /** Each call's [start of its queue wait, sent, end] in ms since the turn began. */
 function spans(calls, sent) {
@@ -31,7 +29,10 @@ function tickStep(total) {
   return 10 * pow;
 }
 
-function waterfall(calls, sent) {
+function waterfall(calls, sent, space) {
+  // drawn in the pixels it gets (so its text keeps its size on a phone)
+  const WIDTH = Math.round(Math.max(300, Math.min(900, space || 640)));
+  const LABEL = WIDTH < 500 ? 105 : 130;
   const { recorded, rows } = spans(calls, sent);
   const total = Math.max(1, ...rows.map((r) => r[2]));
   const plot = WIDTH - LABEL - 10;
@@ -63,7 +64,15 @@ function waterfall(calls, sent) {
     g.append(s("rect", { class: `bar ${outcomeClass(c.outcome).split(" ")[1]}`, x: x(start), y, width: Math.max(2, x(end) - x(start)), height: ROW - 6 }));
     svg.append(g);
   });
-  const parts = [svg];
+  const outcomes = [...new Set(calls.map((c) => c.outcome))];
+  const legend = h(
+    "p",
+    { class: "legend-line" },
+    h("span", { class: "legend queue" }, t("queue_wait")),
+    `${t("run_time")}: `,
+    outcomes.map((o) => h("span", { class: outcomeClass(o) }, o)),
+  );
+  const parts = [svg, legend];
   if (!recorded) parts.unshift(h("p", { class: "muted" }, t("why_no_times")));
   return parts;
 }
@@ -194,7 +203,7 @@ export async function openWhy(turnId) {
     const r = why.router;
     parts.push(h("p", { class: "router" }, `${t("why_router")}: ${r.intent ?? ""} · ${r.tone ?? ""}${r.needs_check ? " · check" : ""}`));
   }
-  if (turn.calls.length) parts.push(section(t("why_calls"), ...waterfall(turn.calls, why.call_sent_ms), callTable(turn.calls)));
+  if (turn.calls.length) parts.push(section(t("why_calls"), ...waterfall(turn.calls, why.call_sent_ms, body.clientWidth), callTable(turn.calls)));
   parts.push(thinker(turn.thinker));
   parts.push(tribunal(turn.tribunal, why.rounds, why.corrector));
   if (turn.salience) {
