@@ -8,13 +8,18 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt as pyjwt
 import pytest
 
+from novaberg.server.conversations import history_key
+from novaberg.server.errors import ApiProblem
+from novaberg.server.frontend import end_user, end_user_name
 from novaberg.server.users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
@@ -333,3 +338,41 @@ def test_the_readme_examples_for_front_ends_run(
     finally:
         db.close()
     assert owners
+
+
+def test_history_keys_ignore_what_front_ends_do_to_replies() -> None:
+    stored = [
+        ("user", "Hi"),
+        ("assistant", "Hello."),
+        ("assistant", "By the way, your cat?"),  # a follow-up, its own stored message
+        ("user", "Fine"),
+        ("assistant", "Good."),
+    ]
+    shown = [
+        ("assistant", "*A greeting the card wrote.*"),  # before the first user message
+        ("user", "Hi "),
+        ("assistant", '<details type="reasoning" done="true">\nrouter\n</details>\nHello.'),
+        ("user", "Fine"),
+        ("assistant", "<think>responder</think>By the way, your cat?\n\n---\n\nGood."),
+    ]
+    assert history_key(shown) == history_key(stored)  # a follow-up shown with the next answer
+    assert history_key([*shown[:-1], ("assistant", "Bad.")]) != history_key(stored)
+    assert history_key([("user", "Fine"), *shown[1:3]]) != history_key(stored)  # user order
+
+
+def test_end_user_headers_without_and_with_a_secret() -> None:
+    assert end_user({}, None, required=True) is None
+    assert end_user({END_USER: " 3f2a-uuid "}, None, required=True) == "3f2a-uuid"
+    assert end_user_name("webui", "3f2a-uuid") == "webui/3f2a-uuid"
+    assert end_user_name("webui", None) == "webui"
+    signed = pyjwt.encode(
+        {"sub": "u-1", "iss": "open-webui", "exp": int(time.time()) + 60}, "s" * 32, "HS256"
+    )
+    assert end_user({"X-OpenWebUI-User-Jwt": signed}, "s" * 32, required=True) == "u-1"
+    assert end_user({}, "s" * 32, required=False) is None  # GET /v1/models
+    for headers in ({}, {END_USER: "u-1"}, {"X-OpenWebUI-User-Jwt": signed + "x"}):
+        with pytest.raises(ApiProblem) as refused:
+            end_user(headers, "s" * 32, required=True)
+        assert refused.value.status_code == 401
+    with pytest.raises(ApiProblem):  # a token nobody here can verify
+        end_user({"X-OpenWebUI-User-Jwt": signed}, None, required=True)
