@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -558,3 +559,36 @@ def test_no_database_call_ran_on_the_servers_event_loop(nova: Nova) -> None:
     assert "database call on the event loop" not in logs
     assert "StorageError" not in logs and "crashed" not in logs
     assert "Traceback" not in logs
+
+
+def test_event_ids_are_handed_out_in_commit_order(db: Database) -> None:
+    """A writer whose transaction is still open holds back the next one, so a reader resuming
+    after an id never misses a smaller id committed later (PostgreSQL: the table lock)."""
+    recorded = threading.Event()
+    commit = threading.Event()
+
+    def first() -> None:
+        with db.transaction() as c:
+            user_events.record(c, "ada", "job", 1)
+            recorded.set()
+            commit.wait(10)
+
+    def second() -> None:
+        with db.transaction() as c:
+            user_events.record(c, "ada", "job", 2)
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert recorded.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(timeout=0.5)
+    try:
+        assert b.is_alive()  # waits for the first writer's commit
+        assert user_events.after(db, "ada", 0) == []  # neither is visible yet
+    finally:
+        commit.set()
+        a.join()
+        b.join()
+    rows = db.query("SELECT id, ref_id FROM user_events WHERE user_id = 'ada' ORDER BY id")
+    assert [r["ref_id"] for r in rows] == [1, 2]
