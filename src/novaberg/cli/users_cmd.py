@@ -36,7 +36,8 @@ def add(
         bool,
         typer.Option(
             "--frontend",
-            help="A front-end's key (e.g. Open WebUI): it may later name its end users.",
+            help="A front-end's key (e.g. Open WebUI): it may name its end users, each then a "
+            "user NAME/ID of their own.",
         ),
     ] = False,
 ) -> None:
@@ -57,6 +58,13 @@ def add(
         "This key is shown once; only its hash is stored. Send it as: Authorization: Bearer KEY",
         err=True,
     )
+    if frontend:
+        echo(
+            f"A front-end's key: each end user it names (X-OpenWebUI-User-Id, or the signed "
+            f"X-OpenWebUI-User-Jwt when NOVABERG_FRONTEND_JWT_SECRET is set) is the user "
+            f"{name}/ID, with their own memory.",
+            err=True,
+        )
 
 
 @app.command("list")
