@@ -28,6 +28,8 @@ from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
 USERS = ("ada", "bob", "cyd", "dan", "eve", "fay", "gus", "hal", "ivy", "kim")
+FOLLOWUP_WAIT_S = 1.0
+"""How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
 LOADED = {"stats": "#stats-body", "memory": "#memory-summary", "chat": "#conversation-list"}
 """An element each view fills once its data arrived."""
 CHECK = Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": True}))
@@ -46,7 +48,10 @@ def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
     home = tmp_path_factory.mktemp("serve-web") / "home"
-    env = {"NOVABERG_SERVER__RATE_LIMIT_PER_MINUTE": "60"}
+    env = {
+        "NOVABERG_SERVER__RATE_LIMIT_PER_MINUTE": "60",
+        "NOVABERG_SERVER__FOLLOWUP_WAIT_S": str(FOLLOWUP_WAIT_S),
+    }
     with running_nova(ollama_server, home, USERS, extra_env=env) as started:
         yield started
 
@@ -162,17 +167,23 @@ def test_sign_in_chat_streams_and_why_shows_calls_votes_and_memories(
     shoot(page, "chat-desktop")
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["in-the-turn-stream", "over-api-events"])
 def test_a_last_resorts_follow_up_appears_without_a_reload(
-    watched: Watched, nova: Nova, server: OllamaTestServer
+    watched: Watched, nova: Nova, server: OllamaTestServer, slow: bool
 ) -> None:
     page = watched.page
     sign_in(page, nova.url, nova.keys["bob"])
     page.evaluate("window.__same_page = 42")
     server.script("router", CHECK)
-    server.script("responder", Reply(content="Draft answer."), Reply(content="Second look."))
+    second_pass = Reply(content="Second look.", delay_s=FOLLOWUP_WAIT_S + 1.5 if slow else 0.0)
+    server.script("responder", Reply(content="Draft answer."), second_pass)
     server.script("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
     server.script("thinker_nachfass", Reply(content="prose"), Reply(content="more prose"))
     send(page, "check this for me")
+    if slow:  # the turn's stream ended without it: only /api/events can bring it
+        expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+        expect(page.locator("#messages .message.nova .why-button")).to_have_count(1)
+        assert page.locator("#messages .message.followup").count() == 0
     expect(page.locator("#messages .message.followup .text")).to_have_text("Second look.")
     expect(page.locator("#messages .message.followup")).to_have_count(1)  # never twice
     assert page.evaluate("window.__same_page") == 42  # no reload
@@ -198,6 +209,15 @@ def test_forget_a_memory_and_it_is_gone_from_list_and_search(
     items = page.locator("#memory-list .memory-item")
     expect(items.filter(has_text="Quokkamiso")).to_have_count(1)
     shoot(page, "memory-desktop")
+    page.get_by_role("tab", name="Jobs").click()  # the turn's background memory jobs
+    expect(page.locator("#panel-jobs table.jobs tbody tr").first).to_be_visible()
+    shoot(page, "memory-jobs-desktop")
+    page.get_by_role("tab", name="Profile").click()
+    expect(page.locator("#panel-profile")).not_to_be_empty()
+    page.get_by_role("tab", name="Timeline").click()
+    expect(page.locator("#panel-timeline")).not_to_be_empty()
+    page.get_by_role("tab", name="Items").click()
+    expect(items.filter(has_text="Quokkamiso")).to_have_count(1)
     page.get_by_label("Search what Nova remembers").fill("Quokkamiso")
     page.get_by_role("button", name="Search", exact=True).click()
     found = items.filter(has_text="Quokkamiso")
@@ -379,6 +399,21 @@ def test_escape_stops_a_running_turn(
     expect(page.locator("#progress")).to_contain_text("Stopped")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert "Too late." not in nova_messages(page)
+    # the server finishes and stores the turn anyway (README "Nova over HTTP")
+    conversations = httpx.get(f"{nova.url}/api/conversations", headers=nova.auth("gus")).json()
+    conversation = conversations["items"][0]["id"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        stored = httpx.get(
+            f"{nova.url}/api/conversations/{conversation}/messages", headers=nova.auth("gus")
+        ).json()["items"]
+        if any(m["content"] == "Too late." for m in stored):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the stopped turn was not stored")
+    page.locator(f".conversation[data-conversation='{conversation}']").click()
+    expect(page.locator("#messages .message.nova .text")).to_have_text("Too late.")
 
 
 def test_stats_draws_charts_and_every_page_fits_375_px(
@@ -395,6 +430,11 @@ def test_stats_draws_charts_and_every_page_fits_375_px(
     assert page.locator("#stats-body svg.chart rect").count() >= 6
     expect(page.locator("#stats-body figure").nth(1)).to_contain_text("responder")
     shoot(page, "stats-desktop")
+    light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.emulate_media(color_scheme="dark")  # the system's choice, no switch of its own
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != light
+    shoot(page, "stats-dark-desktop")
+    page.emulate_media(color_scheme="light")
     page.set_viewport_size(PHONE)
     for view in ("stats", "memory", "chat"):
         page.goto(f"{nova.url}/#{view}")

@@ -26,7 +26,7 @@ const EN = {
   caller: "Caller", backend: "Backend", model: "Model", queue_wait: "Queue wait",
   run_time: "Run time", outcome: "Outcome",
   why_thinker: "Thinker", iterations: "iterations", followup_calls: "follow-up calls",
-  result: "result", tools: "tools", none: "none",
+  result: "Result", tools: "Tools", none: "none",
   why_tribunal: "Judges", round: "Round", judge: "Judge", vote: "Vote", reason: "Reason",
   corrections: "Corrections", malformed: "malformed",
   why_salience: "Salience", score: "score", stored: "stored in memory", not_stored: "not stored",
