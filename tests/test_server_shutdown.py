@@ -1,22 +1,25 @@
-"""Stopping ``novaberg serve`` (a real uvicorn process) during a running turn: SIGTERM lets the
-turn finish within ``server.shutdown_grace_s`` and store it whole, or aborts it after the
-grace; SIGKILL leaves a ``running`` turn that the next process marks aborted, and a second
-pass (follow-up) cut off by the kill runs exactly once in the next process. Never a turn left
-``running``, never a message without its finished turn."""
+"""Stopping ``novaberg serve`` (a real uvicorn process) during a running turn: SIGTERM lets
+the turn finish within ``server.shutdown_grace_s`` and store it whole, or aborts it after the
+grace (SQLite and PostgreSQL); SIGKILL leaves a ``running`` turn that the next process marks
+aborted, and a second pass (follow-up) cut off by the kill runs exactly once in the next
+process (SQLite and PostgreSQL). Never a turn left ``running``, never a message without its
+finished turn."""
 
 from __future__ import annotations
 
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 from tests.server_helpers import Nova, running_nova
 from tests.test_stats import CHECK, DRAFT, OK_VOTE, said
 
@@ -54,6 +57,21 @@ def post_turn_in_thread(nova: Nova, message: str) -> tuple[threading.Thread, dic
     thread = threading.Thread(target=post)
     thread.start()
     return thread, outcome
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, str | None]]:
+    """NOVABERG_HOME and the PostgreSQL URL the server uses (None: SQLite in the home)."""
+    home = tmp_path / "home"
+    if request.param == "sqlite":
+        yield home, None
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = create_database(server)
+    try:
+        yield home, url
+    finally:
+        drop_database(server, url)
 
 
 def rows(db_target: Path | str, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
@@ -100,11 +118,12 @@ def test_sigterm_lets_a_running_turn_finish_within_the_grace(
 
 
 def test_sigterm_aborts_a_turn_still_running_after_the_grace(
-    server: OllamaTestServer, tmp_path: Path
+    server: OllamaTestServer, store: tuple[Path, str | None]
 ) -> None:
-    home = tmp_path / "home"
+    home, database = store
+    target = database or home / "novaberg.db"
     env = {"NOVABERG_SERVER__SHUTDOWN_GRACE_S": "1"}
-    with running_nova(server, home, ("ada",), extra_env=env) as nova:
+    with running_nova(server, home, ("ada",), extra_env=env, database=database) as nova:
         server.script("responder", Reply(content="Too late.", delay_s=20))
         thread, outcome = post_turn_in_thread(nova, "Take your time")
         wait_for(lambda: bool(server.requests(caller="responder")), "the responder call")
@@ -115,7 +134,6 @@ def test_sigterm_aborts_a_turn_still_running_after_the_grace(
         thread.join(WAIT_S)
     assert took < 10, f"the process took {took:.1f} s to stop with a 1 s grace"
     assert outcome.get("status") != 200, outcome
-    target = home / "novaberg.db"
     [turn] = rows(target, "SELECT id, status, error FROM turns")
     assert turn["status"] == "aborted"
     assert rows(target, "SELECT id FROM messages") == []
@@ -125,13 +143,13 @@ def test_sigterm_aborts_a_turn_still_running_after_the_grace(
 
 
 def test_sigkill_during_a_second_pass_the_next_process_aborts_it_and_runs_it_once(
-    server: OllamaTestServer, tmp_path: Path
+    server: OllamaTestServer, store: tuple[Path, str | None]
 ) -> None:
     """A last resort schedules a second pass; the process is killed while that pass waits for
     its responder. The next process marks the killed turn aborted and runs the second pass
     again, once: one delivered follow-up, stored whole."""
-    home = tmp_path / "home"
-    target = home / "novaberg.db"
+    home, database = store
+    target = database or home / "novaberg.db"
     server.standing("router", CHECK)
     server.standing("salience", said({"score": 0.1, "summary": ""}))
     for judge in ("legal", "psychology", "persona"):
@@ -148,7 +166,7 @@ def test_sigkill_during_a_second_pass_the_next_process_aborts_it_and_runs_it_onc
         Reply(content="RESULT: OK"),
     )
     server.script("thinker_nachfass", Reply(content="still prose"), Reply(content="more prose"))
-    with running_nova(server, home, ("ada",)) as nova:
+    with running_nova(server, home, ("ada",), database=database) as nova:
         thread, _ = post_turn_in_thread(nova, "How high is the Zugspitze?")
         wait_for(lambda: len(server.requests(caller="responder")) == 2, "the second pass")
         nova.proc.send_signal(signal.SIGKILL)
@@ -160,7 +178,7 @@ def test_sigkill_during_a_second_pass_the_next_process_aborts_it_and_runs_it_onc
     [event] = rows(target, "SELECT id, status FROM events WHERE type = 'self_trigger'")
     assert event["status"] == "running"
 
-    with running_nova(server, home, ("bob",)):
+    with running_nova(server, home, ("bob",), database=database):
 
         def delivered() -> bool:
             found = rows(target, "SELECT status FROM events WHERE id = ?", (event["id"],))
