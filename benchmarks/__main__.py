@@ -12,6 +12,8 @@
 6. Meaning (benchmarks/meaning.py): recall@5 of questions that share no word with their fact,
    and of lexical ones, by full text, vectors and hybrid retrieval, per in-process embedder, at
    2k and 20k items, on SQLite (sqlite-vec) and PostgreSQL (pgvector).
+7. Vectors (benchmarks/vectors.py): nearest-neighbour search at 100k items on SQLite (sqlite-vec,
+   the in-memory copy, the exact scan), the question's vector apart, write cost and growth.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import httpx
 
 from benchmarks.meaning import run as meaning_suite
 from benchmarks.memory import KINDS, memory_growth, memory_quality, retrieval_latency
+from benchmarks.vectors import vectors as vector_index
 from novaberg.backends.base import ChatRequest
 from novaberg.backends.embedded import EmbeddedBackend, default_model_path
 from novaberg.config import Timeouts, load_settings
@@ -401,10 +404,11 @@ def main() -> None:
     parser.add_argument("--memory-queries", type=int, default=300)
     parser.add_argument("--growth-turns", type=int, default=1000)
     parser.add_argument("--meaning-sizes", default="2000,20000")
+    parser.add_argument("--vector-items", type=int, default=100_000)
     parser.add_argument(
         "--only",
         default="orchestration,tribunal,thinker,cold_start,embedded,"
-        "memory_latency,memory_quality,memory_growth,meaning",
+        "memory_latency,memory_quality,memory_growth,meaning,vectors",
         help="comma-separated parts",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
@@ -420,6 +424,7 @@ def main() -> None:
         ),
         "memory_quality": memory_quality,
         "memory_growth": lambda: memory_growth(args.growth_turns),
+        "vectors": lambda: vector_index(args.vector_items, exact=True),
         "meaning": lambda: meaning_suite(
             [int(n) for n in args.meaning_sizes.split(",")], list(EMBEDDER_NAMES), list(KINDS)
         ),

@@ -202,13 +202,13 @@ def query_embedding(rounds: int) -> dict[str, Any]:
 
 
 def vectors(
-    n: int = 100_000, queries: int = 200, k: int = 50, exact: bool = False
+    n: int = 100_000, queries: int = 200, k: int = 50, exact: bool = False, embed: bool = True
 ) -> dict[str, Any]:
     """Everything above, with the machine's load noted (figures are noisy on shared cores)."""
     load_before = os.getloadavg()[0]
     result = {
         "sqlite": nearest_latency(n, queries, k, exact),
-        "query_embedding": query_embedding(max(20, queries // 4)),
+        "query_embedding": query_embedding(max(20, queries // 4)) if embed else {},
         "cpus": os.cpu_count(),
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
@@ -228,8 +228,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--k", type=int, default=50)
     parser.add_argument("--exact", action="store_true", help="also time the exact scan")
+    parser.add_argument("--no-embed", action="store_true", help="leave out the embedders")
     args = parser.parse_args()
-    print(json.dumps(vectors(args.items, args.queries, args.k, args.exact), indent=2))
+    result = vectors(args.items, args.queries, args.k, args.exact, not args.no_embed)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
