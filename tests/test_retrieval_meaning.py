@@ -262,3 +262,14 @@ def test_an_import_computes_the_vectors_of_what_it_adds(
     assert stored == [{"text": DOG, "embedder": "minilm-l6-v2"}]
     found = json.loads(run("memory", "search", PET_QUESTION, "--json").stdout)
     assert found[0]["text"] == DOG and found[0]["reason"].startswith("fact: meaning: 0.")
+
+
+def test_the_embedder_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert choose(load_settings().settings).name == "minilm-l6-v2"
+    monkeypatch.setenv("NOVABERG_LANGUAGE", "de")
+    assert choose(load_settings().settings).name == "e5-small-q4"  # German: multilingual
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBEDDER", "off")
+    assert choose(load_settings().settings).name is None
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBED_MODEL", "nomic-embed-text")
+    backend = choose(load_settings().settings)
+    assert backend.name == "nomic-embed-text" and backend.backend
