@@ -21,13 +21,14 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from novaberg.config import load_settings
+from novaberg.memory.store import MemoryStore, Statement
 from novaberg.server.app import create_app
 from novaberg.server.web import CSP, page_weight
 from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
-USERS = ("ada", "bob", "cyd", "dan", "eve", "fay", "gus", "hal", "ivy", "kim")
+USERS = ("ada", "bob", "cyd", "dan", "eve", "fay", "gus", "hal", "ivy", "kim", "lea")
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
 LOADED = {"stats": "#stats-body", "memory": "#memory-summary", "chat": "#conversation-list"}
@@ -274,6 +275,51 @@ def test_export_and_import_round_trip(
     expect(page.locator("#transfer-status")).to_contain_text("Import refused")
 
 
+def _seed_memory(nova: Nova, user: str) -> None:
+    """A fact superseded by a newer one, a profile statement resting on the newer fact, and
+    two dated events — written as the memory jobs write them."""
+    db = nova.db()
+    try:
+        store = MemoryStore(db)
+        with db.transaction() as c:
+            old = store.add(c, user, "long_term", "The user lives in Bremen.", 0.8, "seed:old")
+            new = store.add(c, user, "long_term", "The user lives in Kiel.", 0.8, "seed:new")
+            store.supersede(c, old.id, new.id)
+        store.set_profile(user, "adaptive", [Statement("Settling into Kiel.", [new.id])])
+        store.add_event(user, "2027-03-14", "The user's sister visits.", "seed:event:2")
+        store.add_event(user, "2027-01-02", "The user starts a new job.", "seed:event:1")
+    finally:
+        db.close()
+
+
+def test_profile_sources_timeline_and_superseded_facts(watched: Watched, nova: Nova) -> None:
+    seeding = threading.Thread(target=_seed_memory, args=(nova, "lea"))  # off Playwright's loop
+    seeding.start()
+    seeding.join(30)
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["lea"])
+    page.get_by_role("link", name="Memory").click()
+    page.get_by_role("tab", name="Profile").click()  # first: its sources' texts are fetched
+    statement = page.locator("#panel-profile .statements li")
+    expect(statement).to_contain_text("Settling into Kiel.")
+    expect(statement).to_contain_text("The user lives in Kiel.")  # its source, by its text
+    shoot(page, "memory-profile-desktop")
+    page.get_by_role("tab", name="Items").click()
+    items = page.locator("#memory-list .memory-item")
+    bremen = items.filter(has_text="Bremen")
+    expect(bremen).to_have_class(re.compile("superseded"))
+    expect(bremen.locator(".badge-superseded")).to_have_text("superseded")
+    expect(items.filter(has_text="Kiel").locator(".badge-superseded")).to_have_count(0)
+    page.get_by_role("tab", name="Timeline").click()
+    expect(page.locator("#panel-timeline time")).to_have_count(2)
+    dates = page.locator("#panel-timeline time").all_text_contents()
+    assert dates == ["2027-01-02", "2027-03-14"]  # in date order
+    expect(page.locator("#panel-timeline")).to_contain_text("The user's sister visits.")
+    shoot(page, "memory-timeline-desktop")
+    page.get_by_role("tab", name="Profile").press("ArrowRight")  # tabs move with the arrows
+    expect(page.get_by_role("tab", name="Timeline")).to_be_focused()
+
+
 def test_a_hostile_reply_renders_as_text(
     watched: Watched, nova: Nova, server: OllamaTestServer
 ) -> None:
@@ -450,22 +496,34 @@ def test_stats_draws_charts_and_every_page_fits_375_px(
     shoot(page, "signin-desktop")
 
 
-def test_a_wrong_key_is_refused_and_the_keyboard_reaches_everything(
+def test_a_wrong_key_is_refused_and_the_keyboard_reaches_every_control(
     watched: Watched, nova: Nova
 ) -> None:
     page = watched.page
     watched.allow(r"status of 401")
     page.goto(nova.url + "/")
-    page.get_by_label("API key").fill("not-a-key")
+    expect(page.get_by_label("API key")).to_be_focused()
+    page.keyboard.type("not-a-key")
     page.keyboard.press("Enter")
     expect(page.locator("#signin-error")).to_contain_text("refused")
     page.get_by_label("API key").fill(nova.keys["ivy"])
     page.keyboard.press("Enter")
     expect(page.get_by_label("Message to Nova")).to_be_focused()
-    page.keyboard.press("Shift+Tab")
-    page.keyboard.press("Shift+Tab")
-    focused = page.evaluate("document.activeElement.textContent")
-    assert focused  # the conversation list / new conversation precede the composer
+    expect(page.locator("#conversation-list li").first).to_be_attached()
+    reached = []
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        reached.append(
+            page.evaluate("document.activeElement.id || document.activeElement.textContent")
+        )
+    assert "Skip to content" in reached, reached
+    start = reached.index("Skip to content")
+    reached = reached[start:] + reached[:start]  # one round, from the top of the page
+    for control in ("Chat", "Memory", "Stats", "sign-out"):
+        assert control in reached, (control, reached)
+    for control in ("new-conversation", "message", "send"):
+        assert control in reached, (control, reached)
+    assert reached.index("new-conversation") < reached.index("message") < reached.index("send")
 
 
 def test_german_when_the_server_says_de(watched: Watched, nova: Nova) -> None:

@@ -88,6 +88,10 @@ async function loadProfile() {
   const panel = clear($("panel-profile"));
   try {
     const profile = await getJSON("/api/memory/profile");
+    const wanted = Object.values(profile).flatMap((p) => p.statements.flatMap((st) => st.sources));
+    if (wanted.some((id) => !known.has(id))) {
+      for (const m of (await getJSON("/api/memory?limit=1000")).items) known.set(m.id, m.text);
+    }
     const parts = Object.keys(profile);
     if (!parts.length) panel.append(h("p", { class: "muted" }, t("profile_none")));
     for (const part of ["core", "adaptive"].filter((p) => parts.includes(p))) {
