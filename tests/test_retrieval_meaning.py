@@ -7,7 +7,7 @@ one ``novaberg ask`` process is found in the next by a question that shares no w
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import export_user
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 from novaberg.tools.builtin import SearchArguments
 from novaberg.tools.memory_search import memory_search
 from novaberg.tools.registry import ToolEnv
@@ -63,9 +64,38 @@ def settings() -> Settings:
     return load_settings().settings
 
 
+@pytest.fixture(params=["sqlite", "postgres", "pgvector"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
+    """SQLite (sqlite-vec), PostgreSQL without pgvector (the exact scan) and with it."""
+    if request.param == "sqlite":
+        yield tmp_path / "store" / "novaberg.db"
+        return
+    server = request.getfixturevalue(
+        "pgvector_server" if request.param == "pgvector" else "postgres_server"
+    )
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url)
+
+
+@pytest.fixture
+def meaning_db(target: Path | str) -> Iterator[Database]:
+    database = Database(target)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
 async def test_hybrid_finds_a_fact_that_shares_no_word_with_the_question(
-    db: Database, settings: Settings
+    meaning_db: Database, settings: Settings
 ) -> None:
+    db = meaning_db
+    expected = {"sqlite": "sqlite-vec", "postgres": "pgvector"}
+    if vector_index(db).notice is None:
+        assert vector_index(db).mode == expected[db.dialect]
     assert not set(query_terms(PET_QUESTION)) & set(query_terms(DOG))
     [dog, *_] = remember(db, [DOG, *NOISE], settings)
     assert choose(settings).name == "minilm-l6-v2"  # the English default
@@ -208,10 +238,10 @@ async def test_the_consolidation_indexes_the_words_a_question_would_use(
 
 
 def test_a_fact_told_in_one_ask_process_is_found_by_meaning_in_the_next(
-    ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+    ollama_env: OllamaTestServer, target: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if isinstance(database_target, str):
-        monkeypatch.setenv("NOVABERG_DATABASE_URL", database_target)
+    if isinstance(target, str):
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", target)
     fact = "The user adopted a dog named Bruno last spring."
     ollama_env.script("salience", said({"score": 0.9, "summary": fact}))
     ollama_env.script("consolidate", said({"action": "new", "fact_id": None, "fact": fact}))
