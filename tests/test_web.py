@@ -225,6 +225,10 @@ def test_forget_a_memory_and_it_is_gone_from_list_and_search(
     expect(found).to_have_count(1)
     expect(found.locator(".reason")).to_contain_text(re.compile("quokkamiso", re.I))  # why
     expect(found.locator(".provenance")).to_have_text(re.compile(r"from turn \d+"))
+    found.locator(".provenance").click()  # the turn it came from, in the Why panel
+    expect(page.locator("#why-title")).to_contain_text(re.compile(r"\(\d+\)"))
+    expect(page.locator("#why svg.waterfall")).to_be_visible()
+    page.get_by_role("button", name="Close").click()
     found.get_by_role("button", name=re.compile("Forget")).click()
     confirm = page.locator("#confirm")
     expect(confirm).to_be_visible()
@@ -578,3 +582,28 @@ def test_the_page_config_names_the_servers_language(monkeypatch: pytest.MonkeyPa
     worker.start()
     worker.join(60)
     assert answers and answers[0].json() == {"language": "de"}
+
+
+def test_the_pages_scripts_never_turn_strings_into_html() -> None:
+    """Text reaches the page only as text nodes / textContent (dom.js); no script parses a
+    string as HTML or code."""
+    folder = Path(__file__).resolve().parent.parent / "src" / "novaberg" / "server" / "web"
+    scripts = sorted(folder.glob("*.js"))
+    assert len(scripts) >= 8
+    for script in scripts:
+        code = "\n".join(
+            line
+            for line in script.read_text(encoding="utf-8").splitlines()
+            if not line.lstrip().startswith("//")
+        )
+        for sink in (
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "new Function",
+            'setAttribute("style"',
+            ".style.",
+        ):
+            assert sink not in code, (script.name, sink)

@@ -94,7 +94,7 @@ export async function refreshConversations() {
             onclick: () => openConversation(c.id),
           },
           `${t("conversation")} ${c.id}`,
-          h("small", {}, ` ${when(c.created_at, lang)} · ${c.turns} ${t("turns")}`),
+          h("small", {}, ` ${when(c.created_at, lang)} · ${c.turns} ${t(c.turns === 1 ? "turn" : "turns")}`),
         ),
       ),
     );
