@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, Request
 
 from novaberg.memory.store import MemoryStore
 from novaberg.server.auth import engine_of, require_user
-from novaberg.server.errors import ApiProblem
+from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.stored_turns import turn_owner
 from novaberg.storage.db import Database
 
@@ -82,7 +82,7 @@ def turn_why(db: Database, turn_id: int, user: str) -> dict[str, Any] | None:
     }
 
 
-@router.get("/turns/{turn_id}/why", tags=["turns"])
+@router.get("/turns/{turn_id}/why", tags=["turns"], responses=api_errors(404))
 async def why(
     turn_id: int, request: Request, user: Annotated[str, Depends(require_user)]
 ) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def forget_family(db: Database, user: str, memory_id: int) -> dict[str, Any] | N
     }
 
 
-@router.get("/memory/{memory_id}/family", tags=["memory"])
+@router.get("/memory/{memory_id}/family", tags=["memory"], responses=api_errors(404))
 async def family(
     memory_id: int, request: Request, user: Annotated[str, Depends(require_user)]
 ) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from fastapi.responses import StreamingResponse
 from novaberg import user_events
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
-from novaberg.server.errors import ApiProblem
+from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.storage.db import Database
 
 router = APIRouter(prefix="/api", tags=["events"])
@@ -51,7 +51,10 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int | None:
 @router.get(
     "/events",
     response_class=StreamingResponse,
-    responses={200: {"content": {sse.MEDIA_TYPE: {}}, "description": "Server-sent events."}},
+    responses={
+        200: {"content": {sse.MEDIA_TYPE: {}}, "description": "Server-sent events."},
+        **api_errors((400, "Last-Event-ID is not an event id.")),
+    },
 )
 async def events(
     request: Request,

@@ -25,7 +25,7 @@ from novaberg.memory.retrieval import recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
-from novaberg.server.errors import ApiProblem
+from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.telemetry import Trace
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
@@ -87,6 +87,9 @@ async def export(request: Request, user: User) -> JSONResponse:
             "content": {"application/json": {"schema": {"type": "object"}}},
         }
     },
+    responses=api_errors(
+        (400, "Not an export of this user, or a file that cannot be imported; nothing changed.")
+    ),
 )
 async def import_(request: Request, user: User) -> dict[str, Any]:
     """Restore an export of this user (checked whole first; nothing changes if it cannot be
@@ -125,7 +128,7 @@ async def jobs(request: Request, user: User) -> dict[str, Any]:
     return {"items": rows}
 
 
-@router.get("/{memory_id}")
+@router.get("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
 async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
     """One memory, with the turn and message it came from."""
     store = _store(request)
@@ -150,7 +153,7 @@ async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
     return item
 
 
-@router.delete("/{memory_id}")
+@router.delete("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
 async def forget(memory_id: int, request: Request, user: User) -> dict[str, Any]:
     """Forget one memory for good (with what was derived from it): the ``Forgotten`` result."""
     store = _store(request)

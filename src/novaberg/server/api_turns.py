@@ -33,7 +33,7 @@ from novaberg.errors import BackendError, ModelOutputError, NovabergError, Usage
 from novaberg.server import followups, sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
-from novaberg.server.errors import ApiProblem
+from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.server.stored_turns import stored_turn_json, turn_owner
 from novaberg.validation import validate_message
@@ -67,7 +67,17 @@ def _no_conversation(conversation: int) -> ApiProblem:
 @router.post(
     "/turns",
     response_model=None,
-    responses={200: {"content": {"application/json": {}, sse.MEDIA_TYPE: {}}}},
+    responses={
+        200: {"content": {"application/json": {}, sse.MEDIA_TYPE: {}}},
+        **api_errors(
+            (400, "An empty or oversized message (as the CLI refuses it)."),
+            (404, "The conversation_id is not one of the user's conversations."),
+            (409, "The conversation has a turn running."),
+            (500, "The turn failed; the server log names the error."),
+            502,
+            503,
+        ),
+    },
 )
 async def post_turn(
     body: TurnRequest,
@@ -171,7 +181,13 @@ async def _stream_turn(
     return StreamingResponse(events(), media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **ids})
 
 
-@router.get("/turns/{turn_id}")
+@router.get(
+    "/turns/{turn_id}",
+    responses=api_errors(
+        (404, "The user has no such turn."),
+        (409, "The turn is running, failed or was aborted: it has no stored reply."),
+    ),
+)
 async def get_turn(
     turn_id: int,
     request: Request,
@@ -207,7 +223,10 @@ async def conversations(
     return {"items": [{**r, "turns": int(r["turns"])} for r in rows]}
 
 
-@router.get("/conversations/{conversation_id}/messages")
+@router.get(
+    "/conversations/{conversation_id}/messages",
+    responses=api_errors((404, "The user has no such conversation.")),
+)
 async def messages(
     conversation_id: int,
     request: Request,

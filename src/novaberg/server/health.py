@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -22,7 +23,37 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+_CHECKS = {
+    "type": "object",
+    "description": "Each part (database, backend NAME): ok or unreachable.",
+    "additionalProperties": {"type": "string", "enum": ["ok", "unreachable"]},
+}
+READY: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "checks"],
+    "properties": {"status": {"const": "ready"}, "checks": _CHECKS},
+}
+NOT_READY: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "checks", "detail"],
+    "properties": {
+        "status": {"const": "not ready"},
+        "checks": _CHECKS,
+        "detail": {"type": "string", "description": "unreachable: the parts that are not ok"},
+    },
+}
+
+
+@router.get(
+    "/readyz",
+    responses={
+        200: {"content": {"application/json": {"schema": READY}}},
+        503: {
+            "description": "The database or the primary backend is unreachable.",
+            "content": {"application/json": {"schema": NOT_READY}},
+        },
+    },
+)
 async def readyz(request: Request) -> JSONResponse:
     engine = engine_of(request)
     checks: dict[str, str] = {}

@@ -39,7 +39,7 @@ from novaberg.server.conversations import (
     Said,
     choose_conversation,
 )
-from novaberg.server.errors import ApiProblem, openai_error
+from novaberg.server.errors import ApiProblem, openai_error, openai_errors
 from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.validation import validate_message
 
@@ -148,7 +148,25 @@ async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
     }
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={
+        200: {"content": {"application/json": {}, "text/event-stream": {}}},
+        **openai_errors(
+            (400, "No user message, an empty or oversized one, a malformed conversation "
+             "header, malformed JSON or a wrong type (code invalid_request, invalid_message "
+             "or invalid_conversation_id)."),
+            (404, "An unknown model (model_not_found) or a conversation the user does not "
+             "have (conversation_not_found)."),
+            (409, "The conversation has a turn running (conversation_busy)."),
+            (500, "The turn failed (turn_failed); the server log names the error."),
+            (502, "The model backend gave no usable answer (backend_error)."),
+            (503, "Too many model calls are waiting (queue_full, server.max_queue); "
+             "Retry-After says how many seconds to wait."),
+        ),
+    },
+)  # fmt: skip
 async def chat_completions(
     body: ChatRequest, request: Request, user: Annotated[str, Depends(require_user)]
 ) -> JSONResponse | StreamingResponse:

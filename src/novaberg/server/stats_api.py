@@ -9,13 +9,13 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from novaberg.errors import UsageError
 from novaberg.server.auth import engine_of, require_user
-from novaberg.server.errors import ApiProblem
+from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.stats import collect, parse_since
 
 router = APIRouter(prefix="/api")
 
 
-@router.get("/stats")
+@router.get("/stats", responses=api_errors((400, "since is not a window such as 7d, 24h or 30m.")))
 async def stats(
     request: Request,
     user: Annotated[str, Depends(require_user)],
