@@ -607,3 +607,69 @@ def test_the_pages_scripts_never_turn_strings_into_html() -> None:
             ".style.",
         ):
             assert sink not in code, (script.name, sink)
+
+
+def _seed_family(nova: Nova, user: str) -> tuple[int, int]:
+    db = nova.db()
+    try:
+        store = MemoryStore(db)
+        with db.transaction() as c:
+            item = store.add(c, user, "short_term", "The user adopted a dog.", 0.7, "fam:item")
+            fact = store.add(
+                c, user, "long_term", "The user has a dog.", 0.8, "fam:fact", derived_from=[item.id]
+            )
+        return item.id, fact.id
+    finally:
+        db.close()
+
+
+def test_api_memory_family_names_what_forget_takes_and_changes_nothing(nova: Nova) -> None:
+    seeded: list[tuple[int, int]] = []
+    seeding = threading.Thread(target=lambda: seeded.append(_seed_family(nova, "lea")))
+    seeding.start()
+    seeding.join(30)
+    [(item, fact)] = seeded
+    got = httpx.get(f"{nova.url}/api/memory/{item}/family", headers=nova.auth("lea"))
+    assert got.status_code == 200, got.text
+    assert [i["id"] for i in got.json()["items"]] == [item, fact]  # the item first
+    assert got.json()["items"][1]["text"] == "The user has a dog."
+    of_fact = httpx.get(f"{nova.url}/api/memory/{fact}/family", headers=nova.auth("lea")).json()
+    assert [i["id"] for i in of_fact["items"]] == [fact, item]  # what the fact was made of
+    assert httpx.get(f"{nova.url}/api/memory/{item}", headers=nova.auth("lea")).is_success
+    theirs = httpx.get(f"{nova.url}/api/memory/{item}/family", headers=nova.auth("eve"))
+    missing = httpx.get(f"{nova.url}/api/memory/{10**9}/family", headers=nova.auth("eve"))
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs.json()["detail"].replace(str(item), "N") == missing.json()["detail"].replace(
+        str(10**9), "N"
+    )
+
+
+def test_api_turn_why_gives_send_times_rounds_and_memories(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    auth = nova.auth("hal")
+    server.script("salience", salient("The user's boat is called Wellenreiter."))
+    first = httpx.post(
+        f"{nova.url}/api/turns",
+        json={"message": "My boat is Wellenreiter."},
+        headers=auth,
+        timeout=60,
+    ).json()
+    server.script("judge_legal", vote("revise", "Say it more carefully."), vote("ok", "Fine."))
+    server.script("corrector", Reply(content="Wellenreiter sounds like a fine boat."))
+    body = {"message": "Tell me about Wellenreiter.", "conversation_id": first["conversation_id"]}
+    turn = httpx.post(f"{nova.url}/api/turns", json=body, headers=auth, timeout=60).json()
+    why = httpx.get(f"{nova.url}/api/turns/{turn['turn_id']}/why", headers=auth).json()
+    sent = why["call_sent_ms"]
+    assert len(sent) == len(turn["calls"]) and all(isinstance(x, float) for x in sent)
+    callers = [c["caller"] for c in turn["calls"]]
+    assert sent[callers.index("router")] < sent[callers.index("responder")]
+    assert sent[callers.index("responder")] < sent[callers.index("corrector")]
+    assert len(why["rounds"]) == 2 and why["corrector"]["rounds"] == 1
+    [legal] = [v for v in why["rounds"][0] if v["judge"] == "legal"]
+    assert legal == {**legal, "vote": "revise", "reason": "Say it more carefully."}
+    [given] = [m for m in why["retrieved"] if m["text"] and "Wellenreiter" in m["text"]]
+    assert given["reason"] and given["current"] is True
+    assert why["nodes"][0] == "router"
+    other = httpx.get(f"{nova.url}/api/turns/{turn['turn_id']}/why", headers=nova.auth("eve"))
+    assert other.status_code == 404
