@@ -1,6 +1,6 @@
 // The chat: conversations, sending (streamed when the server streams), the pipeline's
 // progress on one live line, follow-ups from the turn and from /api/events, stopping a turn.
-import { ApiError, getJSON, readEvents, request } from "./api.js";
+import { ApiError, getJSON, key, readEvents, request } from "./api.js";
 import { $, clear, h, when } from "./dom.js";
 import { lang, t } from "./i18n.js";
 import { errorBanner } from "./ui.js";
@@ -68,6 +68,7 @@ function progress(text) {
 }
 
 export async function refreshConversations() {
+  if (!key()) return; // signed out meanwhile
   const list = $("conversation-list");
   let items;
   try {
@@ -157,8 +158,7 @@ async function send() {
       let streamed = "";
       await readEvents(response, ({ event, data }) => {
         if (event === "start") {
-          state.conversation = data.conversation_id;
-          setTurn(li, data.turn_id);
+          state.conversation = data.conversation_id; // its Why? comes with the answer
         } else if (event === "progress") {
           if (trail[trail.length - 1] !== data.node) trail.push(data.node);
           progress(t("progress_node", { node: trail.join(" → ") }));
