@@ -303,3 +303,28 @@ def test_the_embedder_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("NOVABERG_MEMORY__EMBED_MODEL", "nomic-embed-text")
     backend = choose(load_settings().settings)
     assert backend.name == "nomic-embed-text" and backend.backend
+
+
+@pytest.mark.parametrize("database_target", ["sqlite"], indirect=True)
+async def test_without_memory_jobs_a_turns_item_is_found_by_meaning_in_the_next_turn(
+    ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MEMORY__JOBS", "false")  # as on the embedded backend
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    engine = await Engine.open(load_settings().settings)
+    try:
+        ollama_env.script("salience", said({"score": 0.9, "summary": DOG}))
+        told = await engine.run_turn(DOG)
+        assert told.memory_id is not None
+        unembedded = "SELECT COUNT(*) FROM memory_vectors WHERE memory_id = ?"
+        assert await engine.db.run(engine.db.scalar, unembedded, (told.memory_id,)) == 0
+        for n in range(3):  # newer items, so the dog is not the newest
+            ollama_env.script("salience", said({"score": 0.9, "summary": NOISE[n]}))
+            await engine.run_turn(NOISE[n])
+        asked = await engine.run_turn(PET_QUESTION)
+    finally:
+        await engine.aclose()
+    retrieval = asked.state["context"]["retrieval"]
+    [dog] = [r for r in retrieval if r["id"] == told.memory_id]
+    assert dog["reason"].startswith("recent item: meaning: 0.")
+    assert retrieval[0]["id"] == told.memory_id

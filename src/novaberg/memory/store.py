@@ -352,15 +352,19 @@ class MemoryStore:
         )
         return [Candidate.from_row(r) for r in rows]
 
-    def unembedded(self, user: str, embedder: str, limit: int) -> list[tuple[int, str]]:
-        """The user's newest retrievable items (current, not covered by a fact) that have no
-        vector of ``embedder`` yet, as (id, text): a turn's short-term item, an item stored
-        while the embedder was missing."""
+    def unembedded(
+        self, user: str, embedder: str, limit: int, newest: int = 200
+    ) -> list[tuple[int, str]]:
+        """Among the user's ``newest`` retrievable items (current, not covered by a fact),
+        those without a vector of ``embedder`` yet, newest first, as (id, text): a turn's
+        short-term item, an item stored while the embedder was missing. Looking at the newest
+        only keeps this cheap at any size (older ones: ``novaberg memory reindex``)."""
         rows = self.db.query(
-            "SELECT m.id, m.text FROM memories m WHERE m.user_id = ? AND m.valid_to IS NULL "
-            "AND m.consolidated_into IS NULL AND NOT EXISTS (SELECT 1 FROM memory_vectors v "
-            "WHERE v.memory_id = m.id AND v.embedder = ?) ORDER BY m.id DESC LIMIT ?",
-            (user, embedder, limit),
+            "SELECT m.id, m.text FROM (SELECT id, text FROM memories WHERE user_id = ? "
+            "AND valid_to IS NULL AND consolidated_into IS NULL ORDER BY id DESC LIMIT ?) m "
+            "WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
+            "AND v.embedder = ?) ORDER BY m.id DESC LIMIT ?",
+            (user, newest, embedder, limit),
         )
         return [(int(r["id"]), str(r["text"])) for r in rows]
 
