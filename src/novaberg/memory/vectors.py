@@ -17,6 +17,9 @@ query vector among one user's current items, on SQLite (sqlite-vec) and PostgreS
   column ``emb`` and, per embedder, a partial HNSW index over ``emb::vector(dim)`` (cosine).
 - Otherwise (``mode == "exact"``): a numpy scan over the user's stored blobs, exact but slower
   at many items; :attr:`VectorIndex.notice` says why and what to install.
+- SQLite, either mode: a user with :data:`CACHE_FROM` vectors or more of one embedder is
+  searched, from the second search of this index on, in an exact in-memory copy of their
+  vectors (one matrix product), kept current through the change counts in ``vector_counts``.
 
 Every method is synchronous and queries the database: from async code call them through
 ``await db.run(...)``; construct the index that way too (it checks the extension).
@@ -130,6 +133,7 @@ class VectorIndex:
         self._asked: set[tuple[int, str]] = set()
         self._cache_lock = threading.Lock()
         self._load_locks: dict[tuple[int, str], threading.Lock] = {}
+        self._iterative = True
         if db.dialect == "sqlite":
             self.mode, self.notice = self._prepare_sqlite()
             self._count_changes()
@@ -177,6 +181,10 @@ class VectorIndex:
                         "scans every stored vector; ask a superuser to run CREATE EXTENSION "
                         "vector once in this database"
                     )
+        version = str(
+            self.db.scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'") or "0"
+        )
+        self._iterative = _version(version) >= (0, 8)  # hnsw.iterative_scan came in 0.8.0
         has_column = self.db.scalar(
             "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
             "AND table_name = 'memory_vectors' AND column_name = 'emb'"
@@ -539,9 +547,13 @@ class VectorIndex:
         dist = f"(v.emb::vector({space.dim}) <=> ?::vector({space.dim}))"
         text = _pg_text(q)
         with self.db.transaction() as c:
-            # HNSW keeps scanning until k rows pass the user and validity filters
-            c.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
+            # HNSW keeps scanning until k rows pass the user and validity filters (pgvector
+            # 0.8+); before that, a wider search has to do
+            if self._iterative:
+                c.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
+            else:
+                c.execute("SET LOCAL hnsw.ef_search = 1000")
             rows = c.execute(
                 f"SELECT v.memory_id AS id, {dist} AS distance FROM memory_vectors v "
                 "JOIN memories m ON m.id = v.memory_id "
@@ -599,6 +611,10 @@ class _Held:
     added: int
     removed: int
     max_rowid: int
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
 def _check_dim(space: Space, given: int) -> None:
