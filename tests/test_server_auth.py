@@ -1,7 +1,8 @@
 """The auth matrix against a real ``novaberg serve`` process: every route under ``/v1`` and
 ``/api`` (read from the server's own ``/openapi.json``, so a new route is covered without
 editing this file) refuses a missing, wrong or revoked key; another user's ids answer exactly
-as missing ones; a front-end key's end users, signed with the JWT secret this server has."""
+as missing ones; a front-end key's end users, signed with the JWT secret this server has. On
+SQLite and on PostgreSQL (one server process per database)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from novaberg.server.users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 from tests.server_helpers import Nova, running_nova
 
 SECRET = "a-test-secret-shared-with-open-webui-0123456789"
@@ -28,21 +30,35 @@ MISSING = 10**9
 PREFIXES = ("/v1/", "/api/")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def nova(
-    ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    ollama_server: OllamaTestServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Nova]:
+    """The server on SQLite, then on PostgreSQL (keys, revocation and every user's ids are
+    looked up in the database)."""
     home = tmp_path_factory.mktemp("serve-auth") / "home"
+    url = None
+    if request.param == "postgres":
+        url = create_database(request.getfixturevalue("postgres_server"))
     env = {"NOVABERG_FRONTEND_JWT_SECRET": SECRET, LOOP_GUARD_ENV: "1"}
-    with running_nova(ollama_server, home, ("ada", "bob", "rev"), extra_env=env) as started:
-        db = started.db()
-        try:
-            store = UserStore(db)
-            store.revoke("rev")
-            started.keys["owui"] = store.add("owui", frontend=True)
-        finally:
-            db.close()
-        yield started
+    try:
+        with running_nova(
+            ollama_server, home, ("ada", "bob", "rev"), extra_env=env, database=url
+        ) as started:
+            db = started.db()
+            try:
+                store = UserStore(db)
+                store.revoke("rev")
+                started.keys["owui"] = store.add("owui", frontend=True)
+            finally:
+                db.close()
+            assert (started.database is None) == (request.param == "sqlite")
+            yield started
+    finally:
+        if url is not None:
+            drop_database(request.getfixturevalue("postgres_server"), url)
 
 
 def routes(nova: Nova) -> list[tuple[str, str, dict[str, Any]]]:
@@ -86,6 +102,8 @@ def assert_401(response: httpx.Response, path: str, method: str = "") -> None:
     body = response.json()
     if path.startswith("/v1/"):
         assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code"}
+        assert body["error"]["type"] == "invalid_request_error", where  # as OpenAI's 401
+        assert body["error"]["code"] in ("invalid_api_key", "invalid_end_user"), where
     else:
         assert set(body) == {"detail"}, where
 
