@@ -340,3 +340,45 @@ def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(tmp_path:
         assert len(held.ids) == 349
     finally:
         db.close()
+
+
+def test_vectors_stored_before_this_index_keep_their_embedder(
+    database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database of the release before (migrations up to m008, one vector per item under
+    ``model``): m009 keeps each vector under its embedder, records the length, and drops a
+    vector whose length differs from the others of its model (reindex computes it again)."""
+    import novaberg.storage.db as storage
+
+    every = storage.migration_names
+    older = [n for n in every("sqlite") if n < "m009"]  # the same names for both databases
+    monkeypatch.setattr(storage, "migration_names", lambda dialect="sqlite": older)
+    db = Database(database_target)
+    rng = np.random.default_rng(11)
+    vectors = unit(rng, 3, 8)
+    try:
+        ids = add_items(db, "ada", 3)
+        with db.transaction() as c:
+            for memory_id, vec in zip(ids[:2], vectors[:2], strict=True):
+                c.execute(
+                    "INSERT INTO memory_vectors (memory_id, model, vec) VALUES (?, ?, ?)",
+                    (memory_id, "nomic-embed-text", pack(vec)),
+                )
+            c.execute(
+                "INSERT INTO memory_vectors (memory_id, model, vec) VALUES (?, ?, ?)",
+                (ids[2], "nomic-embed-text", pack(vectors[2][:4])),
+            )
+    finally:
+        db.close()
+    monkeypatch.setattr(storage, "migration_names", every)
+    db = Database(database_target)
+    try:
+        assert "m009_vectors" in db.applied_migrations()
+        index = VectorIndex(db)
+        assert index.recorded() == {"nomic-embed-text": 8}
+        assert index.nearest("ada", "nomic-embed-text", vectors[1], 3)[0][0] == ids[1]
+        assert index.missing("nomic-embed-text") == [ids[2]]
+        users = {r["user_id"] for r in db.query("SELECT user_id FROM memory_vectors")}
+        assert users == {"ada"}
+    finally:
+        db.close()
