@@ -265,8 +265,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_reindex_fills_missing_vectors_with_a_progress_bar(isolated_env: Path) -> None:
-    db = Database(isolated_env / "novaberg.db")
+def test_reindex_fills_missing_vectors_with_a_progress_bar(
+    isolated_env: Path, vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = vector_target
+    if isinstance(target, str):
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", target)
+    else:
+        target = isolated_env / "novaberg.db"
+    db = Database(target)
     try:
         texts = ["I adopted a dog named Bruno last spring", "I can't stand coriander"]
         with db.transaction() as c:
@@ -291,7 +298,7 @@ def test_reindex_fills_missing_vectors_with_a_progress_bar(isolated_env: Path) -
     again = run_cli("reindex", "--embedder", "minilm-l6-v2", "--json")
     assert json.loads(again.stdout)["computed"] == 0
 
-    db = Database(isolated_env / "novaberg.db")
+    db = Database(target)
     try:
         index = VectorIndex(db)
         assert index.recorded() == {"minilm-l6-v2": 384} and index.missing("minilm-l6-v2") == []
