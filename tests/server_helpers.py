@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from novaberg.server.users import UserStore
-from novaberg.storage.db import Database
+from novaberg.storage.db import LOOP_GUARD_ENV, Database
 from novaberg.testing import OllamaTestServer
 
 START_TIMEOUT_S = 60.0
@@ -98,6 +98,8 @@ def running_nova(
         "NOVABERG_BACKEND": "ollama",
         "NOVABERG_RETRIES__BACKOFF_S": "0.01",
     }
+    if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
+        env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
     home.mkdir(parents=True, exist_ok=True)
     if database is not None:
         env["NOVABERG_DATABASE_URL"] = database

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from novaberg.storage.db import Database
+from novaberg.storage.db import LOOP_GUARD_ENV, Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
 from tests.server_helpers import Nova, running_nova
@@ -57,6 +57,8 @@ def start_worker(server: OllamaTestServer, home: Path, database: str) -> subproc
         "NOVABERG_SERVER__POLL_S": "0.2",
         **NO_TRIBUNAL,
     }
+    if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
+        env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
     home.mkdir(parents=True, exist_ok=True)
     with (home / "worker.out").open("wb") as out, (home / "worker.err").open("wb") as err:
         return subprocess.Popen(

@@ -117,7 +117,7 @@ async def run_scenario(settings: Settings, scenario: Scenario) -> dict[str, Any]
         local.database_url = None  # scenarios run in a throwaway SQLite file
         engine = await Engine.open(local)
         try:
-            _seed(engine.db, local.user, scenario, language)
+            await engine.db.run(_seed, engine.db, local.user, scenario, language)
             started = time.perf_counter()
             result = await engine.run_turn(scenario.message[language])
             wall = time.perf_counter() - started

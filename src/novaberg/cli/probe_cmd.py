@@ -76,7 +76,7 @@ async def _probe(
     chosen = _backend(backend)
     if trials < 1:
         raise UsageError("--trials must be at least 1.")
-    db = Database(settings.database, settings.timeouts.database_s)
+    db = await asyncio.to_thread(Database, settings.database, settings.timeouts.database_s)
     bar = _Bar(console)
     try:
         return await run_probe(
@@ -90,7 +90,7 @@ async def _probe(
         )
     finally:
         bar.close()
-        db.close()
+        await asyncio.to_thread(db.close)
 
 
 def run_probe_cmd(

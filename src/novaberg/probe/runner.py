@@ -134,8 +134,8 @@ async def run_probe(
             f"NOVABERG_BACKEND is {settings.backend}: the probe measured Ollama, the server "
             "that mode uses when it answers."
         )
-    report.run_id = save_run(
-        db, report, target.calls, trials=trials, started_at=started_at, finished_at=now()
+    report.run_id = await db.run(  # in a database worker, off the event loop
+        save_run, db, report, target.calls, trials=trials, started_at=started_at, finished_at=now()
     )
     if target.calls and not target.reached:
         raise BackendError(
