@@ -11,7 +11,10 @@ the user messages in order, and the assistant messages as a multiset of pieces, 
 front-ends do to a reply does not break it: a reasoning block they fold into the text
 (``<details type="reasoning">``, ``<think>``) is dropped, a follow-up Nova sent in the same
 response (after ``---``) counts as its own piece wherever it was shown, and assistant messages
-before the first user message (a character's greeting in SillyTavern) are not Nova's.
+before the first user message (a character's greeting in SillyTavern) are not Nova's. A stored
+follow-up (the reply of a self-triggered turn) may be missing from the resent history: one
+that was not ready for its response reaches the client only with the next response, so a
+client resends it from then on (at the start of that response), not before.
 
 A regenerate: the same history and the same last message again, i.e. the conversation's
 last user message is this message and the stored messages before it match the history. The
@@ -64,6 +67,8 @@ class _Stored:
     role: str
     text: str
     turn_id: int
+    followup: bool = False
+    """The reply of a self-triggered turn (a follow-up)."""
 
 
 def _pieces(text: str) -> list[str]:
@@ -123,16 +128,30 @@ async def choose_conversation(
 def stored_messages(db: Database, conversation: int) -> list[_Stored]:
     """The conversation's messages as GET /api/conversations/{id}/messages shows them."""
     rows = db.query(
-        "SELECT m.role, m.content, m.turn_id FROM messages m JOIN turns t ON t.id = m.turn_id "
+        "SELECT m.role, m.content, m.turn_id, t.origin FROM messages m "
+        "JOIN turns t ON t.id = m.turn_id "
         "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
         "ORDER BY m.id",
         (conversation,),
     )
-    return [_Stored(str(r["role"]), str(r["content"]), int(r["turn_id"])) for r in rows]
+    return [
+        _Stored(str(r["role"]), str(r["content"]), int(r["turn_id"]), r["origin"] == "self_trigger")
+        for r in rows
+    ]
 
 
 def _said(stored: Sequence[_Stored]) -> list[Said]:
     return [(s.role, s.text) for s in stored]
+
+
+def _matches(stored: Sequence[_Stored], history: Sequence[Said]) -> bool:
+    """Whether ``history`` is what was stored, each follow-up shown or not (see the module
+    text): the same user messages, and every stored reply's pieces, plus none or some of the
+    follow-ups' pieces."""
+    users, pieces = history_key(history)
+    stored_users, required = history_key(_said([s for s in stored if not s.followup]))
+    optional = Counter(p for s in stored if s.followup for p in _pieces(s.text))
+    return users == stored_users and not required - pieces and not pieces - required - optional
 
 
 def _regenerated_turn(
@@ -143,7 +162,7 @@ def _regenerated_turn(
     last = next((i for i in range(len(stored) - 1, -1, -1) if stored[i].role == "user"), None)
     if last is None or stored[last].text.strip() != message.strip():
         return None
-    if history_key(_said(stored[:last])) != history_key(history):
+    if not _matches(stored[:last], history):
         return None
     return stored[last].turn_id
 
@@ -153,7 +172,7 @@ def _in_conversation(
 ) -> Choice:
     """A named conversation: it continues; a regenerate when the request is one."""
     stored = stored_messages(db, conversation)
-    if history_key(_said(stored)) == history_key(history):
+    if _matches(stored, history):
         return Choice(conversation)
     return Choice(conversation, _regenerated_turn(stored, history, message))
 
@@ -170,11 +189,10 @@ def matching_conversation(db: Database, user: str, history: Sequence[Said], mess
             "ORDER BY m.conversation_id DESC LIMIT ?",
             (user, users[-1], MAX_CANDIDATES),
         )
-        wanted = history_key(history)
         for row in rows:
             conversation = int(row["conversation_id"])
             stored = stored_messages(db, conversation)
-            if history_key(_said(stored)) == wanted:
+            if _matches(stored, history):
                 return Choice(conversation)
             regenerated = _regenerated_turn(stored, history, message)
             if regenerated is not None:
