@@ -10,7 +10,8 @@ and on PostgreSQL (one server process per database)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -29,6 +30,8 @@ SEPARATOR = "\n\n---\n\n"
 CONVERSATION = "X-Novaberg-Conversation-Id"
 TURN = "X-Novaberg-Turn-Id"
 FOLLOWUP = "The slow second look."
+STILL_RUNNING_S = 6.0
+"""A follow-up still running when the next message has been answered."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -50,15 +53,15 @@ def nova(
             drop_database(request.getfixturevalue("postgres_server"), url)
 
 
-def slow_last_resort(server: OllamaTestServer) -> None:
+def slow_last_resort(server: OllamaTestServer, slow_s: float = SLOW_S) -> None:
     """The next turn ends in the thinker's last resort (its reasoning stays prose twice): the
-    draft is the answer, and a second pass answers FOLLOWUP after SLOW_S."""
+    draft is the answer, and a second pass answers FOLLOWUP after ``slow_s``."""
     server.standing(
         "router",
         Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": True})),
     )
     server.script(
-        "responder", Reply(content="Draft answer."), Reply(content=FOLLOWUP, delay_s=SLOW_S)
+        "responder", Reply(content="Draft answer."), Reply(content=FOLLOWUP, delay_s=slow_s)
     )
     server.script("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
     server.script("thinker_nachfass", Reply(content="prose"), Reply(content="more prose"))
@@ -176,3 +179,51 @@ def test_a_stored_follow_up_may_be_missing_or_anywhere_but_nothing_else_may() ->
     assert not _matches(stored, resent("Draft answer.", FOLLOWUP))  # a reply is missing
     assert not _matches(stored, resent(f"{FOLLOWUP}{SEPARATOR}{FOLLOWUP}", "The next answer."))
     assert not _matches(stored, [user[0], ("assistant", "Draft answer.")])  # a user message less
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_follow_up_still_running_at_the_next_message_comes_with_the_one_after(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    slow_last_resort(server, STILL_RUNNING_S)
+    history = [{"role": "user", "content": "ponder this"}]
+    first, headers = chat(nova, history, True)
+    conversation, parent = headers[CONVERSATION.lower()], int(headers[TURN.lower()])
+    # the follow-up's model call is out (and held back); the next turns need no second look
+    wait_for(lambda: "responder" not in server.pending(), "the follow-up's model call")
+    server.standing(
+        "router",
+        Reply(content=json.dumps({"intent": "question", "tone": "neutral", "needs_check": False})),
+    )
+    server.script("responder", *(Reply(content=f"Answer {n}.") for n in ("two", "three", "four")))
+    history += [{"role": "assistant", "content": first}, {"role": "user", "content": "meanwhile?"}]
+    began = time.monotonic()
+    second, headers = chat(nova, history, True)
+    assert time.monotonic() - began < STILL_RUNNING_S - FOLLOWUP_WAIT_S  # timing held
+    assert headers[CONVERSATION.lower()] == conversation
+    assert second == "Answer two."  # the follow-up was not ready yet
+    followup_turn = followup_done(nova, parent)
+    history += [{"role": "assistant", "content": second}, {"role": "user", "content": "and now?"}]
+    third, headers = chat(nova, history, True)
+    assert headers[CONVERSATION.lower()] == conversation
+    assert third == f"{FOLLOWUP}{SEPARATOR}Answer three."
+    history += [{"role": "assistant", "content": third}, {"role": "user", "content": "then?"}]
+    fourth, headers = chat(nova, history, True)
+    assert headers[CONVERSATION.lower()] == conversation
+    assert fourth == "Answer four."
+    stored = httpx.get(
+        f"{nova.url}/api/conversations/{conversation}/messages", headers=nova.auth()
+    ).json()["items"]
+    said = [(m["role"], m["content"]) for m in stored]
+    assert [t for r, t in said if r == "user"] == ["ponder this", "meanwhile?", "and now?", "then?"]
+    assert [t for r, t in said if r == "assistant"].count(FOLLOWUP) == 1
+    deliveries = rows(
+        nova, "SELECT channel FROM followup_deliveries WHERE turn_id = ?", (followup_turn,)
+    )
+    assert deliveries == [{"channel": "openai"}]
