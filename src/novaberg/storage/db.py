@@ -155,6 +155,7 @@ class Database:
         self.loop_guard = os.environ.get(LOOP_GUARD_ENV) == "1"
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer = threading.RLock()  # SQLite: one writing thread of this process at a time
         self._connections: list[Connection] = []
         self._closed = False
         self._executor = ThreadPoolExecutor(
@@ -247,9 +248,26 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
-        """All-or-nothing: either every write inside lands, or none does."""
-        with self._connection("Database.transaction").transaction() as c:
-            yield c
+        """All-or-nothing: either every write inside lands, or none does.
+
+        On SQLite this process's threads wait for each other on a lock of this process (woken
+        when it is free) rather than polling in SQLite's busy handler; another process still
+        meets the busy timeout. PostgreSQL's writers run side by side."""
+        connection = self._connection("Database.transaction")
+        if self.dialect != "sqlite":
+            with connection.transaction() as c:
+                yield c
+            return
+        if not self._writer.acquire(timeout=self.busy_timeout_s):
+            raise StorageError(
+                f"The database {self.where} is not writable: another thread of this process "
+                f"held the write lock for {self.busy_timeout_s:g} s."
+            )
+        try:
+            with connection.transaction() as c:
+                yield c
+        finally:
+            self._writer.release()
 
     # -- schema ------------------------------------------------------------------------
     def migrate(self) -> list[str]:
