@@ -230,9 +230,9 @@ async def test_a_later_reply_the_thinker_drew_from_memory_search_is_erased_too(
     server.standing("consolidate", said({"action": "new", "fact": ""}))  # fails: no fact
     server.standing("profile_adaptive", said({"statements": []}))
     await engine.run_background()
-    # a year later, a turn that shares no word with the item: the enricher does not give it
-    # (neither relevant nor recent), the thinker's memory_search finds it, and the revised
-    # answer repeats it
+    # a year later, a turn that shares neither a word nor a meaning with the item: the
+    # enricher does not give it (not relevant, not recent), the thinker's memory_search
+    # finds it, and the revised answer repeats it
     with engine.db.transaction() as c:
         c.execute("UPDATE memories SET valid_from = ?", ("2025-01-01T00:00:00+00:00",))
     server.script("router", CHECK)
@@ -242,9 +242,7 @@ async def test_a_later_reply_the_thinker_drew_from_memory_search_is_erased_too(
         Reply(content='TOOL: memory_search({"query": "parrot"})'),
         Reply(content=f"RESULT: REVISED\nYour bird is {WORD}."),
     )
-    later = await engine.run_turn(
-        "What is the name of my bird?", conversation_id=first.conversation_id
-    )
+    later = await engine.run_turn("How was your day, Nova?", conversation_id=first.conversation_id)
     assert not later.state["context"]["retrieval"]  # not given by the enricher
     assert later.reply == f"Your bird is {WORD}."
     assert first.memory_id is not None
