@@ -14,13 +14,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import pytest
 
@@ -44,18 +46,17 @@ async def test_a_query_from_a_callback_on_the_loop_raises_and_names_the_call(
     guarded: Database,
 ) -> None:
     loop = asyncio.get_running_loop()
-    outcome: asyncio.Future[Any] = loop.create_future()
-
-    def callback() -> None:  # plain code the loop runs: no test coroutine made the call
-        try:
-            outcome.set_result(guarded.scalar("SELECT count(*) FROM conversations"))
-        except StorageError as exc:
-            outcome.set_exception(exc)
-
-    loop.call_soon(callback)
-    with pytest.raises(StorageError) as raised:
-        await outcome
-    message = str(raised.value)
+    raised: list[BaseException] = []
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: raised.append(context["exception"]))
+    try:  # the product's own method as the callback: no test code between it and the loop
+        loop.call_soon(functools.partial(guarded.scalar, "SELECT count(*) FROM conversations"))
+        await asyncio.sleep(0.01)
+    finally:
+        loop.set_exception_handler(handler)
+    [error] = raised
+    assert isinstance(error, StorageError)
+    message = str(error)
     assert message.startswith("database call on the event loop: Database.scalar(")
     assert "SELECT count(*) FROM conversations" in message
     assert "await db.run" in message
@@ -71,9 +72,8 @@ async def test_a_query_made_inside_a_product_coroutine_raises(
     engine = await Engine.open(settings)
     try:
         assert engine.db.loop_guard
-
-        def peek(turn_id: int) -> None:
-            engine.db.turn(turn_id)
+        # the product's own method, called by Engine._run on the loop with the new turn's id
+        peek = cast(Callable[[int], None], engine.db.turn)
 
         with pytest.raises(StorageError, match=r"event loop: Database\.one\('SELECT \* FROM turns"):
             await engine.run_turn("hello", on_start=peek)
@@ -99,6 +99,13 @@ async def test_a_test_body_may_still_inspect_the_database(guarded: Database) -> 
     own (``tests.*``) is not the product blocking its loop."""
     assert guarded.scalar("SELECT count(*) FROM conversations") == 0
     guarded.close()
+
+
+def test_the_whole_suite_runs_with_the_guard(tmp_path: Path) -> None:
+    """tests/conftest.py turns it on for every test and the processes they start."""
+    db = Database(tmp_path / "n.db")
+    assert db.loop_guard
+    db.close()
 
 
 def test_sync_code_without_a_loop_queries_as_before(guarded: Database) -> None:

@@ -115,21 +115,30 @@ def _where(frame: FrameType) -> str:
 _ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
+def _module(frame: FrameType) -> str:
+    return str(frame.f_globals.get("__name__", ""))
+
+
 def _loop_call_origin() -> tuple[str, bool]:
-    """Where a database call on the event loop came from: the first frame outside storage,
-    and whether the ``async def`` that made it (directly or through sync helpers) is a
-    test's own (``tests.*``): a test inspecting the database from its body is not the
-    product blocking its loop, so the guard lets it through."""
+    """Where a database call on the event loop came from (the first frame outside storage),
+    and whether test code made it: walking out from the call, a frame of a ``tests.*``
+    module comes before any ``async def``. A test inspecting the database from its own body
+    or fixture (Playwright's sync API, say, keeps a loop running on the test's thread) is not
+    the product blocking its loop; an ``async def`` of the product, or plain code the loop
+    runs (a callback), is refused."""
     frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.endswith(
         ("storage/db.py", "storage/sql.py", "contextlib.py")
     ):
         frame = frame.f_back
     where = "unknown" if frame is None else _where(frame)
-    while frame is not None and not frame.f_code.co_flags & _ASYNC:
+    while frame is not None:
+        if _module(frame).startswith("tests."):
+            return where, True
+        if frame.f_code.co_flags & _ASYNC:
+            return where, False
         frame = frame.f_back
-    module = "" if frame is None else str(frame.f_globals.get("__name__", ""))
-    return where, module.startswith("tests.")
+    return where, False
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
