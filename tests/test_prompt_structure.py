@@ -82,6 +82,10 @@ def user_prompt(request: RecordedRequest) -> str:
 async def hostile_engine(settings: Settings) -> Engine:
     settings.limits.context_tokens = 32_000  # room for every forged text: nothing is cut
     settings.limits.situation_tokens = 8_000
+    # these tests are about the prompts' structure with exactly one stored memory: retrieval by
+    # meaning would give the timeline event as a memory too (E5, the German default, finds
+    # every item about as similar to "Hallo"), so memory is found by its words here
+    settings.memory.embedder = "off"
     engine = await Engine.open(settings)
     user = settings.user
     store = MemoryStore(engine.db)
