@@ -328,3 +328,23 @@ async def test_without_memory_jobs_a_turns_item_is_found_by_meaning_in_the_next_
     [dog] = [r for r in retrieval if r["id"] == told.memory_id]
     assert dog["reason"].startswith("recent item: meaning: 0.")
     assert retrieval[0]["id"] == told.memory_id
+
+
+def test_memory_search_uses_the_backends_embeddings_when_embed_model_is_set(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBED_MODEL", "nomic-embed-text")
+    settings = load_settings().settings
+    db = Database(settings.database)
+    try:
+        [sister, *_] = remember(db, ["Ada's sister Lena lives in Lisbon", *NOISE[:3]], settings)
+        spaces = db.query("SELECT embedder, dim FROM vector_spaces")
+    finally:
+        db.close()
+    assert [s["embedder"] for s in spaces] == ["nomic-embed-text"]  # through the test server
+    done = run("memory", "search", "Where do my siblings live?", "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found[0]["id"] == sister and "meaning: " in found[0]["reason"]
+    embeds = ollama_env.requests("/api/embed")
+    assert embeds[-1].body["input"] == ["Where do my siblings live?"]
