@@ -52,6 +52,10 @@ CONTRACT_KEYS = {
 """The keys of ``novaberg ask --json`` (../shared/DESIGN.md, interface contract)."""
 
 
+os.environ.setdefault(LOOP_GUARD_ENV, "1")
+"""No database call on the event loop, in the whole suite and the processes it starts: a call
+made there raises (novaberg.storage.db; a test's own async body may still inspect)."""
+
 TEST_DATABASE_URL = os.environ.get("NOVABERG_TEST_DATABASE_URL")
 """A PostgreSQL server where the tests may create databases (``.ci/run`` starts one); when
 unset, the tests start a throwaway server of their own (:mod:`novaberg.testing.postgres`)."""

@@ -8,7 +8,7 @@ a change of schema is a new file.
 Memory queries live in :mod:`novaberg.memory.store`; this module keeps conversations, turns,
 call records, events and the connections themselves.
 
-Threads: a :class:`Database` owns a small pool of worker threads (``novaberg-db-N``), each with
+Threads: a :class:`Database` owns a small pool of worker threads (``novaberg-db_N``), each with
 its own connection (sqlite3 refuses a connection shared across threads; a psycopg connection
 serves one thread at a time). Async code never queries on the event loop: it hands a function
 to :meth:`Database.run`, which runs it in a worker and awaits the result. Sync code (a CLI
