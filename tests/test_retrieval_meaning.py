@@ -100,7 +100,7 @@ async def test_hybrid_finds_a_fact_that_shares_no_word_with_the_question(
     [dog, *_] = remember(db, [DOG, *NOISE], settings)
     assert choose(settings).name == "minilm-l6-v2"  # the English default
     words_only = await db.run(Retriever(MemoryStore(db)).retrieve, USER, PET_QUESTION)
-    assert dog not in [r.item.id for r in words_only]
+    assert all(r.words is None for r in words_only)  # by words, nothing (recent items only)
     found = await recall(db, settings, USER, PET_QUESTION)
     assert found.embedder == "minilm-l6-v2"
     assert found.notices == (
@@ -371,3 +371,30 @@ def test_a_broken_embedder_install_means_words_only_with_a_notice(
     [found] = json.loads(done.stdout)
     assert found["id"] == sister.id and "words: 'sister'" in found["reason"]
     assert "meaning" not in found["reason"]
+
+
+async def test_in_german_the_multilingual_embedder_finds_what_words_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_LANGUAGE", "de")
+    settings = load_settings().settings
+    db = Database(tmp_path / "de.db")
+    try:
+        mother, *_ = remember(
+            db,
+            [
+                "Meine Mutter hat am 14. Juni Geburtstag",
+                "Ich habe am Montag mit meiner Kollegin Aylin telefoniert",
+                "Mein Nachbar Timo hat ein neues Fahrrad",
+                "Ich war gestern mit Ole im Park",
+            ],
+            settings,
+        )
+        question = "Wann feiert meine Mama?"
+        words_only = await db.run(Retriever(MemoryStore(db)).retrieve, USER, question)
+        found = await recall(db, settings, USER, question)
+    finally:
+        db.close()
+    assert all(r.words is None for r in words_only)  # by words, nothing (recent items only)
+    assert found.embedder == "e5-small-q4"
+    assert found.items[0].item.id == mother and "meaning: " in found.items[0].reason
