@@ -398,3 +398,21 @@ async def test_in_german_the_multilingual_embedder_finds_what_words_miss(
     assert all(r.words is None for r in words_only)  # by words, nothing (recent items only)
     assert found.embedder == "e5-small-q4"
     assert found.items[0].item.id == mother and "meaning: " in found.items[0].reason
+
+
+async def test_vectors_of_another_length_mean_words_only_and_a_notice_naming_reindex(
+    tmp_path: Path, settings: Settings
+) -> None:
+    db = Database(tmp_path / "dim.db")
+    try:
+        index = vector_index(db)
+        with db.transaction() as c:  # stored when the model behind the name gave 8 numbers
+            clara = MemoryStore.add(c, USER, "long_term", NOISE[4], 0.8, "fact:clara").id
+            index.upsert(c, clara, USER, "minilm-l6-v2", [1.0] + [0.0] * 7)
+        found = await recall(db, settings, USER, "Where does my sister live?", what="enricher")
+    finally:
+        db.close()
+    assert found.embedder is None  # no vectors were searched
+    [notice] = [n for n in found.notices if "by words only" in n]
+    assert notice.startswith("enricher: by words only: ") and "novaberg memory reindex" in notice
+    assert found.items[0].item.id == clara and "words: 'sister'" in found.items[0].reason

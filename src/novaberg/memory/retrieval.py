@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from novaberg.errors import EmbedderError, NovabergError
+from novaberg.errors import EmbedderError, NovabergError, VectorDimensionError
 from novaberg.memory.embedding import Choice, choose, embed, embed_with_backend
 from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
 
@@ -344,20 +344,21 @@ async def recall(
     if vector is not None and choice.name is not None and not choice.backend:
         notices.extend(await catch_up(db, user, choice, what=what))
 
-    def run() -> tuple[list[Retrieved], list[str]]:
+    def run() -> tuple[list[Retrieved], list[str], str | None]:
         if vector is None or choice.name is None:
-            return retriever.retrieve(user, message), []
+            return retriever.retrieve(user, message), [], None
         index = vector_index(db)
         said = [f"{what}: {index.notice}"] if index.notice else []
         meaning = Meaning(choice.name, vector, index, choice.min_similarity)
         try:
-            return retriever.retrieve(user, message, meaning=meaning), said
-        except NovabergError as exc:  # VectorDimensionError: the message names reindex
-            return retriever.retrieve(user, message), [*said, f"{what}: by words only: {exc}"]
+            return retriever.retrieve(user, message, meaning=meaning), said, choice.name
+        except VectorDimensionError as exc:  # the message names novaberg memory reindex
+            words = retriever.retrieve(user, message)
+            return words, [*said, f"{what}: by words only: {exc}"], None
 
-    items, said = await db.run(run)
+    items, said, searched = await db.run(run)
     notices.extend(said)
-    return Recall(items, choice.name if vector is not None else None, notices)
+    return Recall(items, searched, notices)
 
 
 CATCH_UP = 16
