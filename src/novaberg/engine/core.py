@@ -31,7 +31,7 @@ from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
-from novaberg.queue import ModelQueue
+from novaberg.queue import CALL_OWNER, ModelQueue
 from novaberg.storage.db import Database
 from novaberg.validation import validate_message
 
@@ -262,6 +262,7 @@ class Engine:
         on_start: Callable[[int], None] | None = None,
     ) -> TurnResult:
         began = time.perf_counter()
+        CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
         turn_id = await self.db.run(
             self.db.start_turn, conversation, message, origin, parent_turn_id
         )

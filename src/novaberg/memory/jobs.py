@@ -38,7 +38,7 @@ from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms, vector_index
 from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
-from novaberg.queue import BACKGROUND
+from novaberg.queue import BACKGROUND, CALL_OWNER
 from novaberg.storage.db import insert_calls
 from novaberg.structured import ask_structured
 
@@ -124,6 +124,7 @@ class BackgroundJobs:
         user = await ctx.db.run(ctx.db.conversation_user, event.conversation_id)
         if user is None:
             return await self._failed(ctx, event, f"conversation {event.conversation_id} is gone")
+        CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
         try:
             write, note = await handler(ctx, store, user, event)
         except Failed as exc:
