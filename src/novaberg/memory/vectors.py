@@ -558,12 +558,13 @@ class VectorIndex:
                 f"SELECT v.memory_id AS id, {dist} AS distance FROM memory_vectors v "
                 "JOIN memories m ON m.id = v.memory_id "
                 f"WHERE v.embedder = {_literal(space.embedder)} AND v.user_id = ? "
-                # the distance alone: a second sort key keeps the planner off the HNSW index
-                f"AND m.valid_to IS NULL ORDER BY {dist} LIMIT ?",
+                # the second sort key keeps the planner off the HNSW index, so this is an exact
+                # search: on the meaning suite (20,000 templated items) HNSW missed most facts,
+                # even with ef_search 1000 (12 of 30 in its top 50; exact: 21 in the top 5)
+                f"AND m.valid_to IS NULL ORDER BY {dist}, v.memory_id LIMIT ?",
                 (text, user_id, text, k),
             ).rows
-        found = sorted((float(r["distance"]), int(r["id"])) for r in rows)
-        return [(i, 1.0 - d) for d, i in found]
+        return [(int(r["id"]), 1.0 - float(r["distance"])) for r in rows]
 
     def _nearest_exact(
         self, space: Space, user_id: str, q: npt.NDArray[np.float32], k: int
