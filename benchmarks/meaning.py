@@ -282,6 +282,10 @@ def fill(db: Database, facts: list[Fact], size: int, vectors: dict[str, Matrix])
                 fact_ids.append(added.id)
             for name, matrix in vectors.items():
                 index.upsert(c, added.id, USER, name, matrix[n].tolist())
+    if db.dialect == "postgres":  # as autovacuum does on a live server after so many rows
+        with db.transaction() as c:
+            c.execute("ANALYZE memories")
+            c.execute("ANALYZE memory_vectors")
     return fact_ids
 
 
