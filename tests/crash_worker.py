@@ -16,6 +16,7 @@ from novaberg.engine import Engine
 
 async def main(drain: bool) -> None:
     engine = await Engine.open(load_settings().settings)
+    await engine.warmed()  # the kills should land in turns and jobs, not in loading the embedder
     print("READY", flush=True)
     try:
         for outcome in await engine.run_background():

@@ -26,9 +26,10 @@ from novaberg.engine.background import BackgroundJobRunner, warm_dateparser
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
 from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
-from novaberg.errors import NovabergError
+from novaberg.errors import NovabergError, error_kind
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
+from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
@@ -41,6 +42,27 @@ if TYPE_CHECKING:
     from novaberg.memory.jobs import JobOutcome
 
 log = logging.getLogger("novaberg")
+
+
+def _load_embedder(name: str) -> None:
+    from novaberg.embedders import get_embedder
+
+    get_embedder(name).load()
+
+
+async def _warm_in_threads(settings: Settings) -> None:
+    """Load, in threads and while the first turn's first calls are in flight, what a turn or
+    job would otherwise wait for: dateparser's language data (memory jobs) and the in-process
+    memory embedder (recall by meaning). A failure here is reported where the part is used."""
+    work = []
+    if settings.memory.jobs:
+        work.append(asyncio.to_thread(warm_dateparser))
+    choice = choose_embedder(settings)
+    if choice.name is not None and not choice.backend:
+        work.append(asyncio.to_thread(_load_embedder, choice.name))
+    for outcome in await asyncio.gather(*work, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            log.debug("a warm-up failed (%s); the part reports it when used", error_kind(outcome))
 
 
 async def _warm_up(chain: BackendChain) -> None:
@@ -112,9 +134,15 @@ class Engine:
             raise
         engine = cls(settings, chain, db, graph=await compiling)
         engine.notices[:0] = notices
-        if settings.memory.jobs:
-            engine._warming = asyncio.create_task(asyncio.to_thread(warm_dateparser))
+        engine._warming = asyncio.create_task(_warm_in_threads(settings))
         return engine
+
+    async def warmed(self) -> None:
+        """Wait until the warm-ups started at open (dateparser, the memory embedder) ended;
+        turns never need to call this: they wait only for what they use."""
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._warming)
 
     async def aclose(self) -> None:
         await self.background.cancel()  # a cancelled job's event is redone next time
