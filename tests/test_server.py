@@ -359,7 +359,7 @@ def settings_unreachable(monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 def _readme_block(language: str, marker: str) -> str:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Nova over HTTP (first part)", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Nova over HTTP\n", 1)[1].split("\n## ", 1)[0]
     blocks: list[str] = re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
     return next(block for block in blocks if marker in block)
 

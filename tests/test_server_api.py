@@ -228,7 +228,7 @@ def test_export_import_round_trip_and_profile(nova: Nova, server: OllamaTestServ
 
 def test_the_readme_api_curl_example_runs(nova: Nova, server: OllamaTestServer) -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Nova over HTTP (first part)", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Nova over HTTP\n", 1)[1].split("\n## ", 1)[0]
     blocks: list[str] = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
     example = next(b for b in blocks if "/api/turns" in b)
     server.script("responder", Reply(content="Hello from the API example."))
