@@ -306,7 +306,7 @@ def test_the_embedder_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize("database_target", ["sqlite"], indirect=True)
-async def test_without_memory_jobs_a_turns_item_is_found_by_meaning_in_the_next_turn(
+async def test_without_memory_jobs_a_turns_item_gets_its_vector_beside_the_turn_and_is_found(
     ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NOVABERG_MEMORY__JOBS", "false")  # as on the embedded backend
@@ -316,8 +316,9 @@ async def test_without_memory_jobs_a_turns_item_is_found_by_meaning_in_the_next_
         ollama_env.script("salience", said({"score": 0.9, "summary": DOG}))
         told = await engine.run_turn(DOG)
         assert told.memory_id is not None
-        unembedded = "SELECT COUNT(*) FROM memory_vectors WHERE memory_id = ?"
-        assert await engine.db.run(engine.db.scalar, unembedded, (told.memory_id,)) == 0
+        await engine.vectors_written()  # beside the turn, not in the next turn's retrieval
+        embedded = "SELECT COUNT(*) FROM memory_vectors WHERE memory_id = ?"
+        assert await engine.db.run(engine.db.scalar, embedded, (told.memory_id,)) == 1
         for n in range(3):  # newer items, so the dog is not the newest
             ollama_env.script("salience", said({"score": 0.9, "summary": NOISE[n]}))
             await engine.run_turn(NOISE[n])

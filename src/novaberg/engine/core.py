@@ -30,6 +30,7 @@ from novaberg.errors import NovabergError, error_kind
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory.embedding import choose as choose_embedder
+from novaberg.memory.retrieval import catch_up
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
@@ -63,6 +64,11 @@ async def _warm_in_threads(settings: Settings) -> None:
     for outcome in await asyncio.gather(*work, return_exceptions=True):
         if isinstance(outcome, BaseException):
             log.debug("a warm-up failed (%s); the part reports it when used", error_kind(outcome))
+
+
+def _report_embedding_failure(task: asyncio.Task[list[str]]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("a new memory item got no vector yet (%s); retrieval adds it", error_kind(exc))
 
 
 async def _warm_up(chain: BackendChain) -> None:
@@ -112,6 +118,7 @@ class Engine:
         self.graph = graph if graph is not None else compile_turn_graph()
         self.background = BackgroundJobRunner(settings, self.queue, db, self.events)
         self._warming: asyncio.Task[None] | None = None
+        self._embedding: set[asyncio.Task[list[str]]] = set()
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
@@ -144,9 +151,15 @@ class Engine:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._warming)
 
+    async def vectors_written(self) -> None:
+        """Wait for the vectors of the items the turns so far stored (:meth:`_embed_later`)."""
+        await asyncio.gather(*self._embedding, return_exceptions=True)
+
     async def aclose(self) -> None:
         await self.background.cancel()  # a cancelled job's event is redone next time
         await self.chain.aclose()
+        if self._embedding:  # a new item's vector: quick, and the next process needs none
+            await asyncio.gather(*self._embedding, return_exceptions=True)
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 await self._warming  # a thread cannot be stopped; let it end first
@@ -367,7 +380,20 @@ class Engine:
             message,
         )
         self._ended("done", origin, began, ctx, trace_document(final, ctx.trace))
+        if result.memory_id is not None:
+            self._embed_later(user)
         return result
+
+    def _embed_later(self, user: str) -> None:
+        """Give the item this turn stored its vector now, beside the turn rather than in the
+        next turn's retrieval (which catches up whatever this misses)."""
+        choice = choose_embedder(self.settings)
+        if choice.name is None or choice.backend:
+            return  # a backend embedder's calls go through the queue at retrieval
+        task = asyncio.create_task(catch_up(self.db, user, choice, what="memory write"))
+        self._embedding.add(task)
+        task.add_done_callback(self._embedding.discard)
+        task.add_done_callback(_report_embedding_failure)
 
     def _ended(
         self,
