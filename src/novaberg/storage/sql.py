@@ -72,6 +72,7 @@ def sqlite_module() -> ModuleType:
     each other's locks (POSIX locks are per process; each library tracks its own)."""
     return _DRIVER
 
+
 SQLITE_ERRORS: tuple[type[Exception], ...] = tuple({sqlite3.Error, _DRIVER.Error})
 _LOAD_ERRORS: tuple[type[Exception], ...] = (*SQLITE_ERRORS, AttributeError, OSError)
 
