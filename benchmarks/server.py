@@ -109,7 +109,7 @@ async def _client(mode: str, url: str, key: str, **options: Any) -> dict[str, An
     return result
 
 
-async def _serve(settings_home: Path) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
+async def _serve() -> tuple[uvicorn.Server, asyncio.Task[None], str]:
     port = _free_port()
     app = create_app(load_settings().settings)
     server = uvicorn.Server(
@@ -144,7 +144,7 @@ async def overhead(backend_url: str, turns: int) -> dict[str, Any]:
             await engine.aclose()
         _environment(home / "serve", backend_url, 3)
         key = _key(home / "serve")
-        server, task, url = await _serve(home / "serve")
+        server, task, url = await _serve()
         try:
             seen = await _client("turns", url, key, turns=turns)
             stream = await _client("stream", url, key, turns=max(5, turns // 2))
@@ -170,7 +170,7 @@ async def throughput(
         key = _key(home)
         ticker = LoopTicker()
         ticker.start()
-        server, task, url = await _serve(home)
+        server, task, url = await _serve()
         try:
             await server.config.app.state.engine.warmed()  # the embedder's load, dateparser's
             startup_stall = await ticker.stop()
@@ -217,7 +217,7 @@ async def memory_growth(backend_url: str, warmup: int, turns: int) -> dict[str, 
         home = Path(tmp)
         _environment(home, backend_url, 3)
         key = _key(home)
-        server, task, url = await _serve(home)
+        server, task, url = await _serve()
         try:
             await _client("load", url, key, conversations=4, turns=warmup // 4)
             warm = _rss_mb()

@@ -114,73 +114,69 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return home
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """The URL of a PostgreSQL server for this test session."""
-    if TEST_DATABASE_URL:
-        yield TEST_DATABASE_URL
+def _throwaway_postgres(preset: str | None, prefix: str, *, pgvector: bool) -> Iterator[str]:
+    """``preset`` (a server CI started), or a PostgreSQL server started here for the session."""
+    if preset:
+        yield preset
         return
-    folder = Path(tempfile.mkdtemp(prefix="novaberg-pg-"))
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    what = (
+        "PostgreSQL with pgvector is needed for the vector tests"
+        if pgvector
+        else ("PostgreSQL is needed for the storage tests on PostgreSQL")
+    )
     try:
-        server = TemporaryPostgres(folder)
+        server = TemporaryPostgres(folder, pgvector=pgvector)
         url = server.start()
     except NovabergError as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        pytest.fail(f"PostgreSQL is needed for the storage tests on PostgreSQL: {exc}")
+        pytest.fail(f"{what}: {exc}")
     try:
         yield url
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server for this test session."""
+    yield from _throwaway_postgres(TEST_DATABASE_URL, "novaberg-pg-", pgvector=False)
 
 
 @pytest.fixture(scope="session")
 def pgvector_server() -> Iterator[str]:
     """The URL of a PostgreSQL server with pgvector for this test session."""
-    if TEST_PGVECTOR_URL:
-        yield TEST_PGVECTOR_URL
+    yield from _throwaway_postgres(TEST_PGVECTOR_URL, "novaberg-pgvector-", pgvector=True)
+
+
+def storage_target(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str
+) -> Iterator[Path | str]:
+    """A SQLite file (``kind`` "sqlite"), or a fresh database, dropped afterwards, on the
+    session's PostgreSQL server ("postgres") or the one with pgvector ("pgvector")."""
+    if kind == "sqlite":
+        yield tmp_path / "store" / "novaberg.db"
         return
-    folder = Path(tempfile.mkdtemp(prefix="novaberg-pgvector-"))
-    try:
-        server = TemporaryPostgres(folder, pgvector=True)
-        url = server.start()
-    except NovabergError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.fail(f"PostgreSQL with pgvector is needed for the vector tests: {exc}")
+    server = request.getfixturevalue("pgvector_server" if kind == "pgvector" else "postgres_server")
+    url = create_database(server)
     try:
         yield url
     finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        drop_database(server, url)
 
 
 @pytest.fixture(params=["sqlite", "pgvector"])
 def vector_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
     """Where a vector-search test keeps its data: a SQLite file (sqlite-vec), or a fresh
     database on the PostgreSQL server with pgvector."""
-    if request.param == "sqlite":
-        yield tmp_path / "store" / "novaberg.db"
-        return
-    server = request.getfixturevalue("pgvector_server")
-    url = create_database(server)
-    try:
-        yield url
-    finally:
-        drop_database(server, url)
+    yield from storage_target(request, tmp_path, request.param)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
     """Where a storage test keeps its data: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield tmp_path / "store" / "novaberg.db"
-        return
-    server = request.getfixturevalue("postgres_server")
-    url = create_database(server)
-    try:
-        yield url
-    finally:
-        drop_database(server, url)
+    yield from storage_target(request, tmp_path, request.param)
 
 
 @pytest.fixture

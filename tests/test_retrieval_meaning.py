@@ -20,10 +20,10 @@ from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import export_user
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
-from novaberg.testing.postgres import create_database, drop_database
 from novaberg.tools.builtin import SearchArguments
 from novaberg.tools.memory_search import memory_search
 from novaberg.tools.registry import ToolEnv
+from tests.conftest import storage_target
 from tests.test_cli import run
 
 USER = "default"
@@ -67,17 +67,7 @@ def settings() -> Settings:
 @pytest.fixture(params=["sqlite", "postgres", "pgvector"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path | str]:
     """SQLite (sqlite-vec), PostgreSQL without pgvector (the exact scan) and with it."""
-    if request.param == "sqlite":
-        yield tmp_path / "store" / "novaberg.db"
-        return
-    server = request.getfixturevalue(
-        "pgvector_server" if request.param == "pgvector" else "postgres_server"
-    )
-    url = create_database(server)
-    try:
-        yield url
-    finally:
-        drop_database(server, url)
+    yield from storage_target(request, tmp_path, request.param)
 
 
 @pytest.fixture

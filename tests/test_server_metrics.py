@@ -15,7 +15,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, running_nova
-from tests.test_stats import CHAT, CHECK, DRAFT, OK_VOTE, QUESTION, REVISE, said
+from tests.test_stats import (
+    CHAT,
+    DRAFT,
+    QUESTION,
+    said,
+    script_faults_of_turn_b,
+    script_quiet_defaults,
+)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -60,9 +67,7 @@ def test_metrics_count_the_scenario_exactly_and_match_the_stored_calls(
     nova: Nova, server: OllamaTestServer
 ) -> None:
     attempts = 3  # retries.attempts, the default the server runs with
-    server.standing("salience", said({"score": 0.1, "summary": ""}))
-    for judge in ("legal", "psychology", "persona"):
-        server.standing(f"judge_{judge}", OK_VOTE)
+    script_quiet_defaults(server)
     # A: a plain turn
     server.script("router", CHAT)
     server.script("responder", Reply(content="Hallo!"))
@@ -70,18 +75,7 @@ def test_metrics_count_the_scenario_exactly_and_match_the_stored_calls(
     # B: router JSON malformed once, responder 500 once, the thinker's tool call dropped then
     # prose in thinking (think-split prose) and one follow-up decides; the legal judge asks
     # for one revision (one correction); salient: three memory jobs
-    server.standing("router", CHECK)
-    server.script("router", Reply(content="not json"))
-    server.script("responder", Reply.http_error(500), Reply(content=DRAFT))
-    server.script(
-        "thinker",
-        Reply.dropped_tool_call("launch_rockets"),
-        Reply.thinking_swallowed_answer("Let me think; it is about right."),
-    )
-    server.script("thinker_nachfass", Reply(content="RESULT: OK"))
-    server.script("judge_legal", REVISE)
-    server.script("corrector", Reply(content="The Zugspitze is 2,962 m high."))
-    server.script("salience", said({"score": 0.9, "summary": "Asked about the Zugspitze."}))
+    script_faults_of_turn_b(server)
     b = turn(nova, QUESTION)
     assert b.status_code == 200, b.text
     assert b.json()["tribunal"]["rounds"] == 2

@@ -34,6 +34,31 @@ QUESTION = "How high is the Zugspitze?"
 WEEK = timedelta(days=7)
 
 
+def script_quiet_defaults(server: OllamaTestServer) -> None:
+    """Unless scripted otherwise: nothing is salient, every judge approves."""
+    server.standing("salience", said({"score": 0.1, "summary": ""}))
+    for judge in ("legal", "psychology", "persona"):
+        server.standing(f"judge_{judge}", OK_VOTE)
+
+
+def script_faults_of_turn_b(server: OllamaTestServer) -> None:
+    """Turn B of the stats scenario (also counted by the server's /metrics test): router JSON
+    malformed once, responder 500 once, the thinker's tool call dropped then prose in thinking
+    and one follow-up decides; the legal judge asks for one revision; salient."""
+    server.standing("router", CHECK)
+    server.script("router", Reply(content="not json"))
+    server.script("responder", Reply.http_error(500), Reply(content=DRAFT))
+    server.script(
+        "thinker",
+        Reply.dropped_tool_call("launch_rockets"),
+        Reply.thinking_swallowed_answer("Let me think; it is about right."),
+    )
+    server.script("thinker_nachfass", Reply(content="RESULT: OK"))
+    server.script("judge_legal", REVISE)
+    server.script("corrector", Reply(content="The Zugspitze is 2,962 m high."))
+    server.script("salience", said({"score": 0.9, "summary": "Asked about the Zugspitze."}))
+
+
 def said(obj: object) -> Reply:
     return Reply(content=json.dumps(obj))
 
@@ -78,9 +103,7 @@ async def run_scenario(engine: Engine, server: OllamaTestServer) -> None:
     Jobs: consolidation fails on every retry; the profile succeeds; the timeline needs no
     model call (no date in the message).
     """
-    server.standing("salience", said({"score": 0.1, "summary": ""}))
-    for judge in ("legal", "psychology", "persona"):
-        server.standing(f"judge_{judge}", OK_VOTE)
+    script_quiet_defaults(server)
     # A
     engine.settings.user = "bob"
     server.script("router", CHAT)
@@ -88,18 +111,7 @@ async def run_scenario(engine: Engine, server: OllamaTestServer) -> None:
     await engine.run_turn("Hallo Nova")
     engine.settings.user = "default"
     # B
-    server.standing("router", CHECK)
-    server.script("router", Reply(content="not json"))
-    server.script("responder", Reply.http_error(500), Reply(content=DRAFT))
-    server.script(
-        "thinker",
-        Reply.dropped_tool_call("launch_rockets"),
-        Reply.thinking_swallowed_answer("Let me think; it is about right."),
-    )
-    server.script("thinker_nachfass", Reply(content="RESULT: OK"))
-    server.script("judge_legal", REVISE)
-    server.script("corrector", Reply(content="The Zugspitze is 2,962 m high."))
-    server.script("salience", said({"score": 0.9, "summary": "Asked about the Zugspitze."}))
+    script_faults_of_turn_b(server)
     b = await engine.run_turn(QUESTION)
     assert b.contract_json()["thinker"]["result"] == "ok"
     assert b.contract_json()["tribunal"]["rounds"] == 2
