@@ -15,7 +15,7 @@ import pytest
 
 from novaberg.errors import VectorDimensionError
 from novaberg.memory.store import MemoryStore
-from novaberg.memory.vectors import VectorIndex, pack
+from novaberg.memory.vectors import VectorIndex, int8_scores, pack, quantize, rerank_count
 from novaberg.storage.db import Database
 from novaberg.storage.sql import SQLITE_VEC_ENV
 from novaberg.testing.postgres import create_database, drop_database
@@ -347,6 +347,23 @@ def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(tmp_path:
         assert len(held.ids) == 349
     finally:
         db.close()
+
+
+def test_the_int8_scores_keep_the_exact_nearest_within_the_rescored_set() -> None:
+    """The in-memory copy scores int8 codes, then re-scores its best exactly: the exact top 50
+    must lie inside that set, even for random vectors, whose neighbours are nearly tied."""
+    rng = np.random.default_rng(12)
+    matrix = unit(rng, 20_000, 384).astype(np.float32)
+    codes = quantize(matrix)
+    assert codes.dtype == np.int8 and np.abs(codes).max() <= 127
+    near = matrix[rng.integers(0, len(matrix), 10)] + 0.3 * unit(rng, 10, 384)
+    for q in [*near, *unit(rng, 10, 384)]:
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        scores = int8_scores(codes, quantize(q))
+        assert np.allclose(scores / 127**2, matrix @ q, atol=0.02)  # about the cosine
+        exact = set(np.argsort(-(matrix @ q))[:50].tolist())
+        kept = set(np.argsort(-scores, kind="stable")[: rerank_count(50, len(codes))].tolist())
+        assert exact <= kept
 
 
 def test_vectors_stored_before_this_index_keep_their_embedder(
