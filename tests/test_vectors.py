@@ -310,8 +310,13 @@ def test_reindex_fills_missing_vectors_with_a_progress_bar(
         db.close()
 
 
-def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(tmp_path: Path) -> None:
-    db = Database(tmp_path / "n.db")
+def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(
+    vector_target: Path | str,
+) -> None:
+    """On both databases: the copy answers as the database's own search does (sqlite-vec; on
+    PostgreSQL pgvector's exact distance), and follows new, forgotten and superseded items
+    through the counts m011's triggers keep."""
+    db = Database(vector_target)
     try:
         index = VectorIndex(db, cache_from=100)  # the in-memory copy from 100 vectors on
         plain = VectorIndex(db, cache_bytes=0)  # sqlite-vec alone, to compare with

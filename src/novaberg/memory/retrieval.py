@@ -139,6 +139,12 @@ class Retriever:
     fusion_k: float = 1.0
     weights: Weights = Weights()
 
+    def words(self, user: str, message: str) -> list[Candidate]:
+        """The full-text candidates for ``message`` (the words signal). Blocking: in async
+        code, through ``db.run``."""
+        terms = query_terms(message)
+        return self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
+
     def retrieve(
         self,
         user: str,
@@ -146,16 +152,16 @@ class Retriever:
         *,
         at: datetime | None = None,
         meaning: Meaning | None = None,
+        words: list[Candidate] | None = None,
     ) -> list[Retrieved]:
-        """Blocking (database reads): in async code, through ``db.run``. Raises
+        """Blocking (database reads): in async code, through ``db.run``. ``words``: what
+        :meth:`words` found for this message, if it ran already. Raises
         :class:`~novaberg.errors.VectorDimensionError` when the stored vectors of
         ``meaning.embedder`` have another length than its vector."""
         at = at or datetime.now(UTC)
         terms = query_terms(message)
-        candidates = {
-            c.id: c
-            for c in self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
-        }
+        found_by_words = self.words(user, message) if words is None else words
+        candidates = {c.id: c for c in found_by_words}
         by_words = sorted(candidates.values(), key=lambda c: (-c.rel, -c.id))
         words_rank = {c.id: n for n, c in enumerate(by_words, 1)}
         similar: dict[int, float] = {}
@@ -320,8 +326,10 @@ async def recall(
     )
     choice: Choice = choose(settings)
     notices = list(choice.notices)
-    vector: Sequence[float] | None = None
-    if choice.name is not None:
+
+    async def message_vector() -> tuple[Sequence[float] | None, list[str]]:
+        if choice.name is None:
+            return None, []
         try:
             if choice.backend and queue is None:  # a command: no engine, its own queue
                 vectors = await embed_with_backend(settings, choice, [message], query=True)
@@ -335,26 +343,32 @@ async def recall(
                     priority=FOREGROUND if priority is None else priority,
                     what=f"{what}: the message",
                 )
-            vector = vectors.vectors[0]
-            notices.extend(vectors.notices)
         except EmbedderError as exc:
             log.warning("%s: no meaning search this time (%s); full text only", what, exc)
-            notices.append(f"{what}: by words only, the embedder failed: {exc}")
+            return None, [f"{what}: by words only, the embedder failed: {exc}"]
+        return vectors.vectors[0], vectors.notices
+
+    # The message is embedded (a thread, or the backend) while the database finds the
+    # full-text candidates: the two take about as long, and neither needs the other.
+    vector, said_by_embedder = await message_vector()
+    words = await db.run(retriever.words, user, message)
+    notices.extend(said_by_embedder)
 
     if vector is not None and choice.name is not None and not choice.backend:
         notices.extend(await catch_up(db, user, choice, what=what))
 
     def run() -> tuple[list[Retrieved], list[str], str | None]:
         if vector is None or choice.name is None:
-            return retriever.retrieve(user, message), [], None
+            return retriever.retrieve(user, message, words=words), [], None
         index = vector_index(db)
         said = [f"{what}: {index.notice}"] if index.notice else []
         meaning = Meaning(choice.name, vector, index, choice.min_similarity)
         try:
-            return retriever.retrieve(user, message, meaning=meaning), said, choice.name
+            found = retriever.retrieve(user, message, meaning=meaning, words=words)
+            return found, said, choice.name
         except VectorDimensionError as exc:  # the message names novaberg memory reindex
-            words = retriever.retrieve(user, message)
-            return words, [*said, f"{what}: by words only: {exc}"], None
+            by_words = retriever.retrieve(user, message, words=words)
+            return by_words, [*said, f"{what}: by words only: {exc}"], None
 
     items, said, searched = await db.run(run)
     notices.extend(said)

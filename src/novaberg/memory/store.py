@@ -295,18 +295,23 @@ class MemoryStore:
         if self.db.dialect == "sqlite":
             owner = user.replace('"', '""')
             words = " OR ".join(f'"{t}"*' for t in terms)
+            # CROSS JOIN: SQLite then reads the few full-text matches first and looks each up
+            # in memories; left to choose, it walked all the user's items (memories_current)
+            # and probed the matches for each, 22 ms instead of 2 at 100k items
+            cols = "m.id, m.kind, m.importance, m.valid_from, length(m.text) AS chars, f.rel"
             # newest first: the owner is checked in the join (an owner term in the MATCH
             # costs more than it saves when one user has most of the rows)
             recent = self.db.query(
-                f"SELECT {light} (SELECT rowid, -bm25(memories_fts) AS rel FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f ON m.id = f.rowid "
-                f"WHERE m.user_id = ? AND {current}",
+                f"SELECT {cols} FROM (SELECT rowid, -bm25(memories_fts) AS rel "
+                "FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f "
+                f"CROSS JOIN memories m ON m.id = f.rowid WHERE m.user_id = ? AND {current} "
+                "ORDER BY m.id DESC",
                 (f"text : ({words})", newest * 2, user),
             )[:newest]
             best = self.db.query(
-                f"SELECT {light} (SELECT rowid, -bm25(memories_fts) AS rel FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) f ON m.id = f.rowid "
-                f"WHERE {current}",
+                f"SELECT {cols} FROM (SELECT rowid, -bm25(memories_fts) AS rel "
+                "FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) f "
+                f"CROSS JOIN memories m ON m.id = f.rowid WHERE {current}",
                 (f'user_id : "{owner}" AND text : ({words}) AND kind : (long OR event)', ranked),
             )
         else:

@@ -14,18 +14,20 @@ query vector among one user's current items, on SQLite (sqlite-vec) and PostgreS
   the index stale; the next one that can rebuilds it from ``memory_vectors``.
 - PostgreSQL with pgvector: ``CREATE EXTENSION vector`` is run by this code (never by a
   migration, which would fail on a server without it), ``memory_vectors`` gets a ``vector``
-  column ``emb`` and, per embedder, a partial HNSW index over ``emb::vector(dim)`` (cosine).
+  column ``emb``, and the server computes the exact cosine distance over the user's rows (an
+  HNSW index missed most facts of the meaning suite; see :meth:`VectorIndex._nearest_pg`).
 - Otherwise (``mode == "exact"``): a numpy scan over the user's stored blobs, exact but slower
   at many items; :attr:`VectorIndex.notice` says why and what to install.
-- SQLite, either mode: a user with :data:`CACHE_FROM` vectors or more of one embedder is
-  searched, from the second search of this index on, in an in-memory copy of their vectors,
-  kept current through the change counts in ``vector_counts``. The copy holds each unit vector
-  as 384 signed bytes (``round(127 * x)``, a quarter of float32's memory), scored against the
-  query with simsimd's int8 dot product (SIMD, every core: about 1 ms at 100k vectors, against
-  9 ms for numpy's float32 product, which reads four times the bytes); the best
-  :func:`rerank_count` are then scored again exactly from their float32 rows in
-  ``memory_vectors``, so the order and similarities returned are the exact ones wherever the
-  rounding did not push a neighbour out of that wider set.
+- Either database, any mode: a user with many vectors of one embedder (:data:`CACHE_FROM` on
+  SQLite, :data:`PG_CACHE_FROM` on PostgreSQL) is searched, from the second search of this
+  index on, in an in-memory copy of their vectors, kept current through the change counts that
+  triggers keep in ``vector_counts`` (m011). The copy holds each unit vector as 384 signed
+  bytes (``round(127 * x)``, a quarter of float32's memory), scored against the query with
+  simsimd's int8 dot product (SIMD, every core: about 1 ms at 100k vectors, against 9 ms for
+  numpy's float32 product, which reads four times the bytes); the best :func:`rerank_count`
+  are then scored again exactly from their float32 rows in ``memory_vectors``, so the order
+  and similarities returned are the exact ones wherever the rounding did not push a neighbour
+  out of that wider set.
 
 Every method is synchronous and queries the database: from async code call them through
 ``await db.run(...)``; construct the index that way too (it checks the extension).
@@ -44,15 +46,15 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from novaberg.errors import StorageError, VectorDimensionError
+from novaberg.storage.db import Database, now
+from novaberg.storage.sql import Connection
+
 _simsimd: Any
 try:
     import simsimd as _simsimd
 except ImportError:  # pragma: no cover - a dependency; numpy scores without it, slower
     _simsimd = None
-
-from novaberg.errors import StorageError, VectorDimensionError
-from novaberg.storage.db import Database, now
-from novaberg.storage.sql import Connection
 
 log = logging.getLogger("novaberg")
 
@@ -63,11 +65,15 @@ KNN_LIMIT = 4096
 search scans exactly instead."""
 _NAME = re.compile(r"[A-Za-z0-9._:/@+\-]{1,200}")
 CACHE_FROM = 10_000
-"""SQLite: a user with at least this many vectors of one embedder is searched, from the second
-search in this process on, in a copy of their vectors held in memory (int8 codes, the best
-re-scored exactly; see the module docstring): sqlite-vec computes its cosine distances one
-number at a time, about 85 ms at 100k vectors of 384 on 2 cores, the copy a few. Below it,
-sqlite-vec alone answers in a few milliseconds."""
+"""A user with at least this many vectors of one embedder is searched, from the second search
+in this process on, in a copy of their vectors held in memory (int8 codes, the best re-scored
+exactly; see the module docstring): sqlite-vec computes its cosine distances one number at a
+time, about 85 ms at 100k vectors of 384 on 2 cores, and PostgreSQL's exact distance reads
+every row (72 ms at 20k); the copy takes a few. Below it, the database answers in a few
+milliseconds on SQLite, tens on PostgreSQL."""
+PG_CACHE_FROM = 1_000
+"""The same on PostgreSQL, whose exact distance reads every row of the user (about 35 ms at
+10k): loading 1,000 vectors takes a few milliseconds once."""
 CACHE_BYTES = 512 * 2**20
 """At most this much memory for those copies (least recently used dropped first): about
 1.3 million vectors of 384."""
@@ -171,19 +177,22 @@ class VectorIndex:
     """Why the fast index is not used, and what to do (doctor and traces show it); or None."""
 
     def __init__(
-        self, db: Database, *, cache_from: int = CACHE_FROM, cache_bytes: int = CACHE_BYTES
+        self,
+        db: Database,
+        *,
+        cache_from: int | None = None,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self.db = db
-        self.cache_from = cache_from
+        default = CACHE_FROM if db.dialect == "sqlite" else PG_CACHE_FROM
+        self.cache_from = default if cache_from is None else cache_from
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[tuple[int, str], _Held] = OrderedDict()
         self._asked: set[tuple[int, str]] = set()
         self._cache_lock = threading.Lock()
         self._load_locks: dict[tuple[int, str], threading.Lock] = {}
-        self._iterative = True
         if db.dialect == "sqlite":
             self.mode, self.notice = self._prepare_sqlite()
-            self._count_changes()
         else:
             self.mode, self.notice = self._prepare_postgres()
         if self.mode != "exact":
@@ -228,10 +237,13 @@ class VectorIndex:
                         "scans every stored vector; ask a superuser to run CREATE EXTENSION "
                         "vector once in this database"
                     )
-        version = str(
-            self.db.scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'") or "0"
+        leftover = self.db.query(  # HNSW indexes of the release before: unused, slow writes
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'memory_vectors' AND indexname LIKE 'memory\\_vec\\_%'"
         )
-        self._iterative = _version(version) >= (0, 8)  # hnsw.iterative_scan came in 0.8.0
+        for r in leftover:
+            with self.db.transaction() as c:
+                c.execute(f"DROP INDEX IF EXISTS {check_name(str(r['indexname']))}")
         has_column = self.db.scalar(
             "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
             "AND table_name = 'memory_vectors' AND column_name = 'emb'"
@@ -292,50 +304,18 @@ class VectorIndex:
                 f"{add}; END"
             )
         elif self.mode == "pgvector":
-            c.execute(
-                f"CREATE INDEX IF NOT EXISTS {t} ON memory_vectors USING hnsw "
-                f"((emb::vector({space.dim})) vector_cosine_ops) WHERE embedder = {lit}"
-            )
+            # no HNSW index: the search is exact (see _nearest_pg); one made by the release
+            # before would only slow every write
+            c.execute(f"DROP INDEX IF EXISTS {t}")
         else:
             return
         c.execute("UPDATE vector_spaces SET indexed = 1 WHERE id = ?", (space.id,))
 
-    def _count_changes(self) -> None:
-        """SQLite: per embedder and user, how many vectors were added and removed (plain
-        triggers, no extension needed), so that an in-memory copy knows when it is stale."""
-        if self.db.scalar(
-            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'vector_counts_delete'"
-        ):
-            return
-        with self.db.transaction() as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS vector_counts (embedder TEXT NOT NULL, "
-                "user_id TEXT NOT NULL, added INTEGER NOT NULL DEFAULT 0, "
-                "removed INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (embedder, user_id))"
-            )
-            c.execute(
-                "CREATE TRIGGER IF NOT EXISTS vector_counts_insert AFTER INSERT ON memory_vectors "
-                "BEGIN INSERT INTO vector_counts (embedder, user_id, added) "
-                "VALUES (new.embedder, new.user_id, 1) ON CONFLICT (embedder, user_id) "
-                "DO UPDATE SET added = added + 1; END"
-            )
-            c.execute("DELETE FROM vector_counts")  # counted from here on: start from what is
-            c.execute(
-                "INSERT INTO vector_counts (embedder, user_id, added) "
-                "SELECT embedder, user_id, COUNT(*) FROM memory_vectors GROUP BY embedder, user_id"
-            )
-            for event, row in (("DELETE", "old"), ("UPDATE", "old")):
-                c.execute(
-                    f"CREATE TRIGGER IF NOT EXISTS vector_counts_{event.lower()} AFTER {event} "
-                    f"ON memory_vectors BEGIN UPDATE vector_counts SET removed = removed + 1 "
-                    f"WHERE embedder = {row}.embedder AND user_id = {row}.user_id; END"
-                )
-
     def _held(self, space: Space, user_id: str) -> _Held | None:
         """The user's vectors of this space held in memory (int8 codes) and brought up to date
-        (new rows appended; a removal reloads), or None when sqlite-vec should answer (a small
-        user, or the first search in this process)."""
-        if self.db.dialect != "sqlite" or self.cache_bytes <= 0:
+        (new rows appended; a removal reloads), or None when the database should answer (a
+        small user, or the first search in this process)."""
+        if self.cache_bytes <= 0:
             return None
         key = (space.id, user_id)
         row = self.db.one(
@@ -377,10 +357,13 @@ class VectorIndex:
         parts: list[npt.NDArray[np.int8]] = [] if after is None else [after.codes]
         top = since
         block = 8192  # rows decoded at a time: the float32 copy never exists whole
+        # new rows come after the last one held: SQLite's rowid; on PostgreSQL the memory id
+        # (a row committed out of order is caught by the count check in _held: a reload)
+        order = "rowid" if self.db.dialect == "sqlite" else "memory_id"
         cursor = self.db.query(
-            "SELECT rowid AS r, memory_id, vec FROM memory_vectors "
-            "WHERE embedder = ? AND user_id = ? AND rowid > ? AND length(vec) = ? "
-            "ORDER BY rowid",
+            f"SELECT {order} AS r, memory_id, vec FROM memory_vectors "
+            f"WHERE embedder = ? AND user_id = ? AND {order} > ? AND length(vec) = ? "
+            f"ORDER BY {order}",
             (space.embedder, user_id, since, space.dim * 4),
         )
         for start in range(0, len(cursor), block):
@@ -601,28 +584,19 @@ class VectorIndex:
     def _nearest_pg(
         self, space: Space, user_id: str, q: npt.NDArray[np.float32], k: int
     ) -> list[tuple[int, float]]:
-        # exact: the distance on the bare column, which the HNSW index (on the cast
-        # expression) does not serve; see the comment below
+        # an exact distance over the user's rows, not an HNSW index: on the meaning suite
+        # (20,000 templated items, the table analyzed) HNSW missed most facts even with
+        # ef_search 1000 and iterative scans (12 of 30 in its top 50; exact: 21 in the top 5).
+        # A user with many vectors is searched in the in-memory copy instead (_held).
         dist = "(v.emb <=> ?::vector)"
         text = _pg_text(q)
-        with self.db.transaction() as c:
-            # HNSW keeps scanning until k rows pass the user and validity filters (pgvector
-            # 0.8+); before that, a wider search has to do
-            if self._iterative:
-                c.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
-            else:
-                c.execute("SET LOCAL hnsw.ef_search = 1000")
-            rows = c.execute(
-                f"SELECT v.memory_id AS id, {dist} AS distance FROM memory_vectors v "
-                "JOIN memories m ON m.id = v.memory_id "
-                f"WHERE v.embedder = {_literal(space.embedder)} AND v.user_id = ? "
-                # an exact search, never through the HNSW index: on the meaning suite (20,000
-                # templated items, the table analyzed) HNSW missed most facts even with
-                # ef_search 1000 (12 of 30 in its top 50; exact: 21 in the top 5)
-                f"AND m.valid_to IS NULL ORDER BY {dist}, v.memory_id LIMIT ?",
-                (text, user_id, text, k),
-            ).rows
+        rows = self.db.query(
+            f"SELECT v.memory_id AS id, {dist} AS distance FROM memory_vectors v "
+            "JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.embedder = {_literal(space.embedder)} AND v.user_id = ? "
+            f"AND m.valid_to IS NULL ORDER BY {dist}, v.memory_id LIMIT ?",
+            (text, user_id, text, k),
+        )
         return [(int(r["id"]), 1.0 - float(r["distance"])) for r in rows]
 
     def _nearest_exact(
@@ -674,10 +648,6 @@ class _Held:
     added: int
     removed: int
     max_rowid: int
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
 def _check_dim(space: Space, given: int) -> None:
