@@ -101,6 +101,34 @@ async def test_hybrid_finds_a_fact_that_shares_no_word_with_the_question(
     assert "words:" not in found.items[0].reason
 
 
+async def test_a_greeting_searches_neither_by_words_nor_by_meaning(
+    db: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "Hallo" shares no word with any memory, yet its nearest vectors are always some
+    memory's: it must not bring memories by meaning (nor pay for embedding the message)."""
+    remember(db, [DOG, *NOISE], settings)
+    with db.transaction() as c:  # an old, unimportant item: no reason to recall it
+        MemoryStore.add(c, USER, "short_term", "Hello there, nice to meet you", 0.1, "s:1")
+    import novaberg.memory.retrieval as retrieval
+
+    embedded: list[str] = []
+    real = retrieval.embed
+
+    async def counting(choice: object, texts: list[str], **kw: object) -> object:
+        embedded.extend(texts)
+        return await real(choice, texts, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retrieval, "embed", counting)
+    for greeting in ("Hallo!", "hey", "Thanks, ok", "danke"):
+        found = await recall(db, settings, USER, greeting)
+        assert found.embedder is None
+        assert found.notices[-1] == "retrieval: no content words, no search"
+        assert all(r.meaning is None and r.words is None for r in found.items)
+    assert embedded == []
+    found = await recall(db, settings, USER, PET_QUESTION)  # a question still is searched
+    assert embedded[0] == PET_QUESTION and found.embedder == "minilm-l6-v2"
+
+
 async def test_each_reason_names_the_signal_that_found_the_item(
     db: Database, settings: Settings
 ) -> None:

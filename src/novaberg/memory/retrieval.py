@@ -9,7 +9,9 @@ Two signals find candidates:
   similarity reaches the embedder's floor (:data:`~novaberg.memory.embedding.MIN_SIMILARITY`);
 
 plus the user's newest items (10). Superseded facts (``valid_to`` set) and short-term items
-already covered by a fact are never candidates.
+already covered by a fact are never candidates. A message without content words (a greeting,
+a thank-you: only stop words and words under three letters) is searched by neither signal:
+the nearest vectors to "Hallo" are still the nearest, and unrelated.
 
 The signals are fused by reciprocal rank: an item's **relevance** is the sum, over the signals
 that found it, of ``(k + 1) / (k + rank)`` (``k`` = :attr:`Retriever.fusion_k`, 1): 1 for the
@@ -63,6 +65,7 @@ _STOPWORDS = """
     wie was wer wo wann warum welche welcher welches ich du er sie es wir ihr mich mir dich
     dir uns euch mein meine meiner meinen meinem dein deine sein seine ihre kann können
     noch schon auch nur sehr dann denn doch mal weißt erinnerst bitte
+    hello hallo hey hiya moin servus ciao bye tschüss tschüs thanks thank danke okay alright
 """
 STOPWORDS = frozenset(_STOPWORDS.split())
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -326,6 +329,12 @@ async def recall(
     )
     choice: Choice = choose(settings)
     notices = list(choice.notices)
+    if not query_terms(message):
+        # a greeting, a thank-you, an "ok": about nothing Nova was told, so no search; the
+        # nearest vectors would still be the nearest, and unrelated (recent, important
+        # items still come, as for every message)
+        items = await db.run(retriever.retrieve, user, message)
+        return Recall(items, None, [*notices, f"{what}: no content words, no search"])
 
     async def message_vector() -> tuple[Sequence[float] | None, list[str]]:
         if choice.name is None:
