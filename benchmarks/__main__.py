@@ -37,6 +37,7 @@ import httpx
 
 from benchmarks.meaning import run as meaning_suite
 from benchmarks.memory import KINDS, memory_growth, memory_quality, retrieval_latency
+from benchmarks.recall import recall_latency
 from benchmarks.vectors import vectors as vector_index
 from novaberg.backends.base import ChatRequest
 from novaberg.backends.embedded import EmbeddedBackend, default_model_path
@@ -408,7 +409,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="orchestration,tribunal,thinker,cold_start,embedded,"
-        "memory_latency,memory_quality,memory_growth,meaning,vectors",
+        "memory_latency,memory_quality,memory_growth,meaning,vectors,recall",
         help="comma-separated parts",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
@@ -425,6 +426,11 @@ def main() -> None:
         "memory_quality": memory_quality,
         "memory_growth": lambda: memory_growth(args.growth_turns),
         "vectors": lambda: vector_index(args.vector_items, exact=True),
+        "recall": lambda: recall_latency(
+            [int(n) for n in args.memory_sizes.split(",")],
+            args.memory_queries,
+            ["sqlite", "pgvector"],
+        ),
         "meaning": lambda: meaning_suite(
             [int(n) for n in args.meaning_sizes.split(",")], list(EMBEDDER_NAMES), list(KINDS)
         ),

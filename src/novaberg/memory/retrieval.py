@@ -334,7 +334,7 @@ async def recall(
         # nearest vectors would still be the nearest, and unrelated (recent, important
         # items still come, as for every message)
         items = await db.run(retriever.retrieve, user, message)
-        return Recall(items, None, [*notices, f"{what}: no content words, no search"])
+        return Recall(items, None, notices)
 
     async def message_vector() -> tuple[Sequence[float] | None, list[str]]:
         if choice.name is None:
