@@ -7,8 +7,10 @@ one ``novaberg ask`` process is found in the next by a question that shares no w
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,13 +114,13 @@ async def test_a_greeting_searches_neither_by_words_nor_by_meaning(
     import novaberg.memory.retrieval as retrieval
 
     embedded: list[str] = []
-    real = retrieval.embed
+    real = retrieval.embed_local
 
-    async def counting(choice: object, texts: list[str], **kw: object) -> object:
+    def counting(name: str, texts: list[str], **kw: Any) -> Any:
         embedded.extend(texts)
-        return await real(choice, texts, **kw)  # type: ignore[arg-type]
+        return real(name, texts, **kw)
 
-    monkeypatch.setattr(retrieval, "embed", counting)
+    monkeypatch.setattr(retrieval, "embed_local", counting)
     for greeting in ("Hallo!", "hey", "Thanks, ok", "danke"):
         found = await recall(db, settings, USER, greeting)
         assert found.embedder is None
@@ -347,6 +349,40 @@ async def test_without_memory_jobs_a_turns_item_gets_its_vector_beside_the_turn_
     [dog] = [r for r in retrieval if r["id"] == told.memory_id]
     assert dog["reason"].startswith("recent item: meaning: 0.")
     assert retrieval[0]["id"] == told.memory_id
+
+
+async def test_a_turns_message_is_embedded_once_from_its_start_not_after_the_router(
+    ollama_env: OllamaTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enricher's search must not wait for the message's vector: it is computed from the
+    turn's start, while the router's call runs (here 0.3 s), and only once."""
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    import novaberg.memory.retrieval as retrieval
+
+    started: list[tuple[str, float]] = []
+    real = retrieval.embed_local
+
+    def timed(name: str, texts: list[str], **kw: Any) -> Any:
+        if kw.get("query"):
+            started.extend((t, time.monotonic()) for t in texts)
+        return real(name, texts, **kw)
+
+    monkeypatch.setattr(retrieval, "embed_local", timed)
+    entered: dict[str, float] = {}
+    engine = await Engine.open(load_settings().settings)
+    try:
+        await engine.db.run(_add, engine.db, DOG)
+        router = {"intent": "question", "tone": "warm", "needs_check": False}
+        ollama_env.script("router", Reply(content=json.dumps(router), delay_s=0.3))
+        result = await engine.run_turn(
+            PET_QUESTION, on_progress=lambda node: entered.setdefault(node, time.monotonic())
+        )
+    finally:
+        await engine.aclose()
+    assert [text for text, _ in started] == [PET_QUESTION]  # once, not again in the enricher
+    assert started[0][1] < entered["enricher"] - 0.2  # during the router's call
+    [dog] = result.state["context"]["retrieval"]
+    assert dog["reason"].startswith("fact: meaning: 0.")
 
 
 def test_memory_search_uses_the_backends_embeddings_when_embed_model_is_set(

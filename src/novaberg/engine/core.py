@@ -30,7 +30,7 @@ from novaberg.errors import NovabergError, error_kind
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory.embedding import choose as choose_embedder
-from novaberg.memory.retrieval import catch_up
+from novaberg.memory.retrieval import catch_up, start_message_vector
 from novaberg.nodes.context import ProgressCallback, TurnContext
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
@@ -317,6 +317,7 @@ class Engine:
             events=self.events,
             on_token=on_token,
             on_progress=on_progress,
+            message_vector=start_message_vector(self.settings, message, what="enricher"),
         )
         state: TurnState = {
             "user_text": message,
@@ -367,6 +368,8 @@ class Engine:
             )
             self._ended("failed", origin, began, ctx)
             raise
+        finally:
+            _settle(ctx.message_vector)
         result = await self.db.run(
             store_turn,
             self.db,
@@ -422,3 +425,14 @@ class Engine:
     async def run_background(self, limit: int = 100) -> list[JobOutcome]:
         """Run the memory jobs waiting in the event queue (background priority)."""
         return await self.background.run(limit)
+
+
+def _settle(task: asyncio.Task[Any] | None) -> None:
+    """A turn that ended before its enricher awaited the message's vector: cancel it, or
+    collect its error, so that nothing is left pending or unreported."""
+    if task is None:
+        return
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()

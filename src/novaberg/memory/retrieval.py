@@ -36,6 +36,7 @@ missing or fails, or the stored vectors have another dimension.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -47,7 +48,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from novaberg.errors import EmbedderError, NovabergError, VectorDimensionError
-from novaberg.memory.embedding import Choice, choose, embed, embed_with_backend
+from novaberg.memory.embedding import (
+    Choice,
+    Vectors,
+    choose,
+    embed,
+    embed_local,
+    embed_with_backend,
+)
 from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
 
 log = logging.getLogger("novaberg")
@@ -142,12 +150,6 @@ class Retriever:
     fusion_k: float = 1.0
     weights: Weights = Weights()
 
-    def words(self, user: str, message: str) -> list[Candidate]:
-        """The full-text candidates for ``message`` (the words signal). Blocking: in async
-        code, through ``db.run``."""
-        terms = query_terms(message)
-        return self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
-
     def retrieve(
         self,
         user: str,
@@ -155,16 +157,16 @@ class Retriever:
         *,
         at: datetime | None = None,
         meaning: Meaning | None = None,
-        words: list[Candidate] | None = None,
     ) -> list[Retrieved]:
-        """Blocking (database reads): in async code, through ``db.run``. ``words``: what
-        :meth:`words` found for this message, if it ran already. Raises
+        """Blocking (database reads): in async code, through ``db.run``. Raises
         :class:`~novaberg.errors.VectorDimensionError` when the stored vectors of
         ``meaning.embedder`` have another length than its vector."""
         at = at or datetime.now(UTC)
         terms = query_terms(message)
-        found_by_words = self.words(user, message) if words is None else words
-        candidates = {c.id: c for c in found_by_words}
+        candidates = {
+            c.id: c
+            for c in self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
+        }
         by_words = sorted(candidates.values(), key=lambda c: (-c.rel, -c.id))
         words_rank = {c.id: n for n, c in enumerate(by_words, 1)}
         similar: dict[int, float] = {}
@@ -311,12 +313,14 @@ async def recall(
     budget_tokens: int | None = None,
     priority: int | None = None,
     what: str = "retrieval",
+    given: Vectors | None = None,
 ) -> Recall:
     """Retrieve for ``message`` by words and by meaning (the embedder of
     :func:`~novaberg.memory.embedding.choose`), never failing for the embedder's sake: without
     one, it retrieves by words and says why in ``notices`` (for the trace). ``queue`` and
     ``trace``: the model queue and the trace a backend embedder (``memory.embed_model``) is
-    called through."""
+    called through. ``given``: the message's vector from :func:`start_message_vector`, used
+    when it is the chosen embedder's."""
     from novaberg.queue import FOREGROUND
 
     memory = settings.memory
@@ -336,11 +340,22 @@ async def recall(
         items = await db.run(retriever.retrieve, user, message)
         return Recall(items, None, notices)
 
-    async def message_vector() -> tuple[Sequence[float] | None, list[str]]:
-        if choice.name is None:
-            return None, []
+    if choice.name is not None and not choice.backend:
+        # an in-process embedder: the message's vector, the items still without one, and the
+        # search in one database worker, one after the other (one thread hop, not four; at
+        # once, on 2 cores, the embedder's matrix products and the queries slowed each other
+        # more than they overlapped)
+        if given is not None and given.embedder != choice.name:
+            given = None
+        here: Recall = await db.run(
+            _recall_here, db, retriever, choice, user, message, what, notices, given
+        )
+        return here
+
+    vector: Sequence[float] | None = None
+    if choice.name is not None:
         try:
-            if choice.backend and queue is None:  # a command: no engine, its own queue
+            if queue is None:  # a command: no engine, its own queue
                 vectors = await embed_with_backend(settings, choice, [message], query=True)
             else:
                 vectors = await embed(
@@ -352,36 +367,80 @@ async def recall(
                     priority=FOREGROUND if priority is None else priority,
                     what=f"{what}: the message",
                 )
+            vector = vectors.vectors[0]
+            notices.extend(vectors.notices)
         except EmbedderError as exc:
             log.warning("%s: no meaning search this time (%s); full text only", what, exc)
-            return None, [f"{what}: by words only, the embedder failed: {exc}"]
-        return vectors.vectors[0], vectors.notices
+            notices.append(f"{what}: by words only, the embedder failed: {exc}")
+    found: Recall = await db.run(
+        _search, db, retriever, choice, vector, user, message, what, notices
+    )
+    return found
 
-    # The message is embedded (a thread, or the backend) while the database finds the
-    # full-text candidates: the two take about as long, and neither needs the other.
-    vector, said_by_embedder = await message_vector()
-    words = await db.run(retriever.words, user, message)
-    notices.extend(said_by_embedder)
 
-    if vector is not None and choice.name is not None and not choice.backend:
-        notices.extend(await catch_up(db, user, choice, what=what))
+def start_message_vector(settings: Any, message: str, *, what: str) -> asyncio.Task[Vectors] | None:
+    """Start embedding a turn's message now, in a thread, when :func:`recall` will search for
+    it with the in-process embedder: the engine starts it with the turn, so the vector is
+    ready when the enricher asks (after the router's model call) and the turn does not wait
+    for it. None when there is nothing to start (another embedder, none, no content words).
+    The task raises :class:`~novaberg.errors.EmbedderError` as the embedder does."""
+    choice = choose(settings)
+    if choice.name is None or choice.backend or not query_terms(message):
+        return None
+    return asyncio.ensure_future(
+        asyncio.to_thread(
+            embed_local, choice.name, [message], query=True, what=f"{what}: the message"
+        )
+    )
 
-    def run() -> tuple[list[Retrieved], list[str], str | None]:
-        if vector is None or choice.name is None:
-            return retriever.retrieve(user, message, words=words), [], None
-        index = vector_index(db)
-        said = [f"{what}: {index.notice}"] if index.notice else []
-        meaning = Meaning(choice.name, vector, index, choice.min_similarity)
-        try:
-            found = retriever.retrieve(user, message, meaning=meaning, words=words)
-            return found, said, choice.name
-        except VectorDimensionError as exc:  # the message names novaberg memory reindex
-            by_words = retriever.retrieve(user, message, words=words)
-            return by_words, [*said, f"{what}: by words only: {exc}"], None
 
-    items, said, searched = await db.run(run)
-    notices.extend(said)
-    return Recall(items, searched, notices)
+def _recall_here(
+    db: Any,
+    retriever: Retriever,
+    choice: Choice,
+    user: str,
+    message: str,
+    what: str,
+    notices: list[str],
+    given: Vectors | None = None,
+) -> Recall:
+    """Blocking, in a database worker: :func:`recall` with an in-process embedder."""
+    assert choice.name is not None
+    vector: Sequence[float] | None = None
+    try:
+        vectors = given or embed_local(
+            choice.name, [message], query=True, what=f"{what}: the message"
+        )
+        vector = vectors.vectors[0]
+        notices = [*notices, *vectors.notices, *catch_up_now(db, user, choice, what=what)]
+    except EmbedderError as exc:
+        log.warning("%s: no meaning search this time (%s); full text only", what, exc)
+        notices = [*notices, f"{what}: by words only, the embedder failed: {exc}"]
+    return _search(db, retriever, choice, vector, user, message, what, notices)
+
+
+def _search(
+    db: Any,
+    retriever: Retriever,
+    choice: Choice,
+    vector: Sequence[float] | None,
+    user: str,
+    message: str,
+    what: str,
+    notices: list[str],
+) -> Recall:
+    """Blocking: retrieve by words, and by meaning when there is a vector."""
+    if vector is None or choice.name is None:
+        return Recall(retriever.retrieve(user, message), None, notices)
+    index = vector_index(db)
+    said = [f"{what}: {index.notice}"] if index.notice else []
+    meaning = Meaning(choice.name, vector, index, choice.min_similarity)
+    try:
+        found = retriever.retrieve(user, message, meaning=meaning)
+        return Recall(found, choice.name, [*notices, *said])
+    except VectorDimensionError as exc:  # the message names novaberg memory reindex
+        by_words = retriever.retrieve(user, message)
+        return Recall(by_words, None, [*notices, *said, f"{what}: by words only: {exc}"])
 
 
 CATCH_UP = 16
@@ -389,30 +448,31 @@ CATCH_UP = 16
 
 
 async def catch_up(db: Any, user: str, choice: Choice, *, what: str) -> list[str]:
-    """Give the user's newest items that lack a vector of the in-process embedder one
-    (at most :data:`CATCH_UP`): the short-term item of the last turn (memory jobs embed only
-    the facts they write, and may be off), items kept while the embedder was missing. A
+    """:func:`catch_up_now` in a database worker."""
+    result: list[str] = await db.run(catch_up_now, db, user, choice, what=what)
+    return result
+
+
+def catch_up_now(db: Any, user: str, choice: Choice, *, what: str) -> list[str]:
+    """Blocking: give the user's newest items that lack a vector of the in-process embedder
+    one (at most :data:`CATCH_UP`): the short-term item of the last turn (memory jobs embed
+    only the facts they write, and may be off), items kept while the embedder was missing. A
     failure leaves them for next time, with a notice."""
     assert choice.name is not None
-    store = MemoryStore(db)
-    todo = await db.run(store.unembedded, user, choice.name, CATCH_UP)
+    todo = MemoryStore(db).unembedded(user, choice.name, CATCH_UP)
     if not todo:
         return []
     try:
-        vectors = await embed(
-            choice, [text for _, text in todo], query=False, what=f"{what}: memory items"
+        vectors = embed_local(
+            choice.name, [text for _, text in todo], query=False, what=f"{what}: memory items"
         )
     except EmbedderError as exc:
         return [f"{what}: {len(todo)} item(s) still without a vector ({exc})"]
-
-    def write() -> None:
+    try:
         index = vector_index(db)
         with db.transaction() as c:
             for (memory_id, _), vec in zip(todo, vectors.vectors, strict=True):
                 index.upsert(c, memory_id, user, vectors.embedder, vec)
-
-    try:
-        await db.run(write)
     except NovabergError as exc:  # an item forgotten meanwhile; vectors of another length
         log.warning("%s: item vectors not stored (%s)", what, type(exc).__name__)
         return [*vectors.notices, f"{what}: {len(todo)} item vector(s) not stored: {exc}"]

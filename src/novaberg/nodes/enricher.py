@@ -2,7 +2,8 @@
 responder should know.
 
 - the conversation's recent completed exchanges;
-- memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning, then
+- memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning, the
+  message's vector computed from the turn's start, beside the router's call; then
   recency + importance + relevance, in a token budget), each with the reason it was chosen;
   when the embedder is missing or fails, by words only, with a notice in the trace;
 - the latest user profile (core + adaptive);
@@ -20,6 +21,7 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
+from novaberg.errors import EmbedderError
 from novaberg.graph.state import TurnState
 from novaberg.memory.retrieval import recall
 from novaberg.memory.store import MemoryItem, MemoryStore
@@ -35,6 +37,12 @@ TIMELINE_AHEAD = timedelta(days=14)
 async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     user = state["user_id"]
     store = MemoryStore(ctx.db)
+    given = None
+    if ctx.message_vector is not None:
+        try:  # started with the turn; usually done by now
+            given = await ctx.message_vector
+        except EmbedderError:
+            given = None  # recall tries once more and says why in the trace
     found = await recall(
         ctx.db,
         ctx.settings,
@@ -44,6 +52,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         trace=ctx.trace,
         priority=FOREGROUND,
         what="enricher",
+        given=given,
     )
     ctx.trace.notices.extend(found.notices)
     chosen = found.items
