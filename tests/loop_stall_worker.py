@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import logging
-import sqlite3
 import threading
 import time
 from typing import Any
@@ -30,6 +29,7 @@ from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.storage.sql import sqlite_module
 
 TICK_S = 0.005
 WORDS = ["sister", "garden", "boat", "violin", "river", "mountain", "coffee", "train"]
@@ -65,8 +65,11 @@ class Ticker:
 
 
 def hold_write_lock(path: str, held: threading.Event, seconds: float) -> None:
-    """Another writer (a CLI command, a second process): holds SQLite's write lock a while."""
-    other = sqlite3.connect(path, isolation_level=None)
+    """Another writer (a CLI command, a second process): holds SQLite's write lock a while.
+    Through Novaberg's own SQLite library: Python's sqlite3 in this process would not see its
+    locks, take itself for the only user and reset the shared-memory file that the engine's
+    connections have mapped (a bus error, seen about one run in ten)."""
+    other = sqlite_module().connect(path, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
         held.set()

@@ -48,8 +48,6 @@ class Connection(Protocol):
 
 
 SQLITE_VEC_ENV = "NOVABERG_SQLITE_VEC"
-MMAP_BYTES = 2**30
-"""SQLite reads up to this much of the file through a memory map (address space, not memory)."""
 """``off``: do not load the sqlite-vec extension (memory search then scans every vector)."""
 
 
@@ -151,9 +149,6 @@ class SqliteConnection:
         self.raw.execute("PRAGMA foreign_keys=ON")
         # Forgotten memories are overwritten on disk, not just unlinked.
         self.raw.execute("PRAGMA secure_delete=ON")
-        # Reads through a memory map, not a system call per page: the vectors re-scored after
-        # an in-memory search are scattered rows (novaberg.memory.vectors), 40% faster so.
-        self.raw.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         self.vec_version: str | None
         self.vec_error: str | None
         self.vec_version, self.vec_error = _load_sqlite_vec(self.raw)
