@@ -411,3 +411,64 @@ def test_vectors_stored_before_this_index_keep_their_embedder(
         assert users == {"ada"}
     finally:
         db.close()
+
+
+def test_m011_counts_the_vectors_a_database_of_the_release_before_holds(
+    database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database of the release before (migrations up to m010; on SQLite the count triggers
+    its code made, whose update trigger only counted a removal): m011 counts what is stored,
+    and from then on its triggers keep the counts on both databases."""
+    import novaberg.storage.db as storage
+
+    every = storage.migration_names
+    older = [n for n in every("sqlite") if n < "m011"]
+    monkeypatch.setattr(storage, "migration_names", lambda dialect="sqlite": older)
+    rng = np.random.default_rng(13)
+    db = Database(database_target)
+    try:
+        ids = add_items(db, "ada", 3) + add_items(db, "bob", 1, start=3)
+        if db.dialect == "sqlite":  # as the release before's VectorIndex made them
+            with db.transaction() as c:
+                c.execute(
+                    "CREATE TABLE vector_counts (embedder TEXT NOT NULL, user_id TEXT NOT NULL, "
+                    "added INTEGER NOT NULL DEFAULT 0, removed INTEGER NOT NULL DEFAULT 0, "
+                    "PRIMARY KEY (embedder, user_id))"
+                )
+                c.execute(
+                    "CREATE TRIGGER vector_counts_update AFTER UPDATE ON memory_vectors BEGIN "
+                    "UPDATE vector_counts SET removed = removed + 1 WHERE embedder = "
+                    "old.embedder AND user_id = old.user_id; END"
+                )
+                c.execute("INSERT INTO vector_counts VALUES ('toy', 'ada', 7, 5)")  # stale
+        with db.transaction() as c:
+            for memory_id, user, vec in zip(
+                ids, ["ada", "ada", "ada", "bob"], unit(rng, 4), strict=True
+            ):
+                c.execute(
+                    "INSERT INTO memory_vectors (memory_id, embedder, user_id, vec) "
+                    "VALUES (?, 'toy', ?, ?)",
+                    (memory_id, user, pack(vec)),
+                )
+    finally:
+        db.close()
+    monkeypatch.setattr(storage, "migration_names", every)
+    db = Database(database_target)
+    try:
+        assert "m011_vector_counts" in db.applied_migrations()
+
+        def counts() -> dict[str, tuple[int, int]]:
+            rows = db.query("SELECT user_id, added, removed FROM vector_counts")
+            return {r["user_id"]: (int(r["added"]), int(r["removed"])) for r in rows}
+
+        assert counts() == {"ada": (3, 0), "bob": (1, 0)}
+        with db.transaction() as c:  # a replaced vector: one removed, one added
+            c.execute(
+                "UPDATE memory_vectors SET vec = ? WHERE memory_id = ?",
+                (pack(unit(rng, 1)[0]), ids[0]),
+            )
+        assert counts() == {"ada": (4, 1), "bob": (1, 0)}
+        assert MemoryStore(db).forget("ada", ids[1]) is not None
+        assert counts() == {"ada": (4, 2), "bob": (1, 0)}
+    finally:
+        db.close()
