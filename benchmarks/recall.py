@@ -27,20 +27,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
 import statistics
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.memory import ATTRIBUTES, RELATIONS, USER, _bulk, _noise, database
+from benchmarks.meaning import database  # SQLite, or PostgreSQL with pgvector
+from benchmarks.memory import ATTRIBUTES, RELATIONS, USER, _bulk, _noise
 from novaberg.config import Settings
 from novaberg.embedders import get_embedder
 from novaberg.memory.embedding import embed_local
@@ -48,22 +47,6 @@ from novaberg.memory.retrieval import recall, vector_index
 from novaberg.storage.db import Database
 
 POOL = 2000
-
-
-@contextlib.contextmanager
-def _database(kind: str) -> Iterator[Database]:
-    if kind == "pgvector":
-        from benchmarks.meaning import pgvector_url
-
-        with pgvector_url() as url:
-            db = Database(url)
-            try:
-                yield db
-            finally:
-                db.close()
-    else:
-        with database(kind) as db:
-            yield db
 
 
 def _fill(
@@ -126,7 +109,7 @@ def recall_latency(
     }
     for kind in kinds:
         for size in sizes:
-            with _database(kind) as db:  # a fresh one per size: nothing held from before
+            with database(kind) as db:  # a fresh one per size: nothing held from before
                 _fill(db, rng, size, base, embedder, pool, 0)
 
                 async def timed(
