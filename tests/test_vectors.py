@@ -15,7 +15,14 @@ import pytest
 
 from novaberg.errors import VectorDimensionError
 from novaberg.memory.store import MemoryStore
-from novaberg.memory.vectors import VectorIndex, int8_scores, pack, quantize, rerank_count
+from novaberg.memory.vectors import (
+    VectorIndex,
+    int8_scores,
+    pack,
+    quantize,
+    rerank_count,
+    top_rows,
+)
 from novaberg.storage.db import Database
 from novaberg.storage.sql import SQLITE_VEC_ENV
 from novaberg.testing.postgres import create_database, drop_database
@@ -352,6 +359,59 @@ def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(
         assert len(held.ids) == 349
     finally:
         db.close()
+
+
+def test_a_row_changed_under_the_copy_is_scored_as_it_is_now_and_never_for_another_user(
+    vector_target: Path | str,
+) -> None:
+    """The copy's best rows are read back by their key (SQLite's rowid). Between the copy's
+    check and that read, ada's newest vector can be forgotten and its rowid reused by bob's:
+    ada's search must not return bob's item (nor ada's forgotten one)."""
+    db = Database(vector_target)
+    try:
+        index = VectorIndex(db, cache_from=100)
+        rng = np.random.default_rng(21)
+        vectors = unit(rng, 200)
+        ids = add_items(db, "ada", 150)
+        store_vectors(index, db, "ada", ids, vectors[:150], "toy")
+        index.nearest("ada", "toy", vectors[0], 5)
+        index.nearest("ada", "toy", vectors[0], 5)
+        space = index.space("toy")
+        assert space is not None
+        stale = index._cache[(space.id, "ada")]
+        last = ids[-1]
+        assert MemoryStore(db).forget("ada", last) is not None
+        [bobs] = add_items(db, "bob", 1, start=900)
+        store_vectors(index, db, "bob", [bobs], vectors[149:150], "toy")  # ada's last vector
+        if db.dialect == "sqlite":  # the rowid ada's row had, now bob's
+            assert (
+                db.scalar(
+                    "SELECT user_id FROM memory_vectors WHERE rowid = ?", (int(stale.keys[-1]),)
+                )
+                == "bob"
+            )
+        found = index._nearest_held(stale, space, "ada", vectors[149], 10)
+        assert bobs not in [i for i, _ in found] and last not in [i for i, _ in found]
+        assert len(found) == 10 and set(i for i, _ in found) <= set(ids[:-1])
+    finally:
+        db.close()
+
+
+def test_top_rows_picks_the_highest_scores() -> None:
+    rng = np.random.default_rng(13)
+    cases = [
+        rng.integers(-5000, 5000, 100_000).astype(np.float64),  # many ties, as int8 gives
+        rng.standard_normal(100_000),
+        np.zeros(50_000),  # every score the same: the threshold keeps all
+        np.sort(rng.standard_normal(30_000)),  # the best at the end, missed by a sample
+        rng.standard_normal(120),
+    ]
+    for scores in cases:
+        for take in (1, 50, 250, len(scores)):
+            picked = top_rows(scores, take)
+            want = min(take, len(scores))  # asked for more than there are: all of them
+            assert len(picked) == len(set(picked.tolist())) == want
+            assert sorted(scores[picked]) == sorted(np.sort(scores)[len(scores) - want :])
 
 
 def test_the_int8_scores_keep_the_exact_nearest_within_the_rescored_set() -> None:

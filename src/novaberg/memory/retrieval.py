@@ -43,6 +43,7 @@ import re
 import threading
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -150,6 +151,12 @@ class Retriever:
     fusion_k: float = 1.0
     weights: Weights = Weights()
 
+    def by_words(self, user: str, message: str) -> list[Candidate]:
+        """Blocking: the full-text candidates for ``message`` (the words signal)."""
+        return self.store.fulltext(
+            user, query_terms(message), self.fulltext_newest, self.fulltext_ranked
+        )
+
     def retrieve(
         self,
         user: str,
@@ -157,16 +164,16 @@ class Retriever:
         *,
         at: datetime | None = None,
         meaning: Meaning | None = None,
+        words: list[Candidate] | None = None,
     ) -> list[Retrieved]:
         """Blocking (database reads): in async code, through ``db.run``. Raises
         :class:`~novaberg.errors.VectorDimensionError` when the stored vectors of
-        ``meaning.embedder`` have another length than its vector."""
+        ``meaning.embedder`` have another length than its vector. ``words``: the result of
+        :meth:`by_words` for this message, when the caller searched already."""
         at = at or datetime.now(UTC)
         terms = query_terms(message)
-        candidates = {
-            c.id: c
-            for c in self.store.fulltext(user, terms, self.fulltext_newest, self.fulltext_ranked)
-        }
+        found_by_words = self.by_words(user, message) if words is None else words
+        candidates = {c.id: c for c in found_by_words}
         by_words = sorted(candidates.values(), key=lambda c: (-c.rel, -c.id))
         words_rank = {c.id: n for n, c in enumerate(by_words, 1)}
         similar: dict[int, float] = {}
@@ -404,19 +411,41 @@ def _recall_here(
     notices: list[str],
     given: Vectors | None = None,
 ) -> Recall:
-    """Blocking, in a database worker: :func:`recall` with an in-process embedder."""
+    """Blocking, in a database worker: :func:`recall` with an in-process embedder. Without
+    ``given``, the message is embedded in another thread while this one runs the full-text
+    search: onnxruntime's pass keeps to one core, SQLite's search to another."""
     assert choice.name is not None
+    pending = (
+        None
+        if given is not None
+        else _embedding_threads().submit(
+            embed_local, choice.name, [message], query=True, what=f"{what}: the message"
+        )
+    )
+    words = retriever.by_words(user, message)
     vector: Sequence[float] | None = None
     try:
-        vectors = given or embed_local(
-            choice.name, [message], query=True, what=f"{what}: the message"
-        )
+        vectors = given if pending is None else pending.result()
+        assert vectors is not None
         vector = vectors.vectors[0]
         notices = [*notices, *vectors.notices, *catch_up_now(db, user, choice, what=what)]
     except EmbedderError as exc:
         log.warning("%s: no meaning search this time (%s); full text only", what, exc)
         notices = [*notices, f"{what}: by words only, the embedder failed: {exc}"]
-    return _search(db, retriever, choice, vector, user, message, what, notices)
+    return _search(db, retriever, choice, vector, user, message, what, notices, words)
+
+
+_threads: ThreadPoolExecutor | None = None
+_threads_lock = threading.Lock()
+
+
+def _embedding_threads() -> ThreadPoolExecutor:
+    """The threads a search embeds its message in (two: concurrent turns of a server)."""
+    global _threads
+    with _threads_lock:
+        if _threads is None:
+            _threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="novaberg-embed")
+        return _threads
 
 
 def _search(
@@ -428,18 +457,20 @@ def _search(
     message: str,
     what: str,
     notices: list[str],
+    words: list[Candidate] | None = None,
 ) -> Recall:
-    """Blocking: retrieve by words, and by meaning when there is a vector."""
+    """Blocking: retrieve by words, and by meaning when there is a vector. ``words``: the
+    full-text candidates, when the caller searched already."""
     if vector is None or choice.name is None:
-        return Recall(retriever.retrieve(user, message), None, notices)
+        return Recall(retriever.retrieve(user, message, words=words), None, notices)
     index = vector_index(db)
     said = [f"{what}: {index.notice}"] if index.notice else []
     meaning = Meaning(choice.name, vector, index, choice.min_similarity)
     try:
-        found = retriever.retrieve(user, message, meaning=meaning)
+        found = retriever.retrieve(user, message, meaning=meaning, words=words)
         return Recall(found, choice.name, [*notices, *said])
     except VectorDimensionError as exc:  # the message names novaberg memory reindex
-        by_words = retriever.retrieve(user, message)
+        by_words = retriever.retrieve(user, message, words=words)
         return Recall(by_words, None, [*notices, *said, f"{what}: by words only: {exc}"])
 
 
