@@ -386,6 +386,7 @@ class VectorIndex:
             f"WHERE embedder = ? AND user_id = ? AND {order} > ? AND length(vec) = ? "
             f"ORDER BY {order}",
             (space.embedder, user_id, since, space.dim * 4),
+            binary=True,
         )
         for start in range(0, len(cursor), block):
             rows = cursor[start : start + block]

@@ -40,7 +40,11 @@ class Connection(Protocol):
     where: str
     """A human-readable name of the database, for error messages (never a password)."""
 
-    def execute(self, sql: str, params: Params = ()) -> Result: ...
+    def execute(self, sql: str, params: Params = (), *, binary: bool = False) -> Result:
+        """``binary``: ask for the results in the wire's binary format where the driver has
+        one (PostgreSQL; bytea then comes without hex decoding); SQLite has only one."""
+        ...
+
     def executemany(self, sql: str, rows: Sequence[Params]) -> int: ...
     def script(self, sql: str) -> None: ...
     def transaction(self) -> Any: ...
@@ -155,7 +159,7 @@ class SqliteConnection:
         if self.vec_version is None:
             _unhook_vec_triggers(self.raw)
 
-    def execute(self, sql: str, params: Params = ()) -> Result:
+    def execute(self, sql: str, params: Params = (), *, binary: bool = False) -> Result:
         try:
             cur = self.raw.execute(sql, tuple(params))
             rows = [dict(r) for r in cur.fetchall()] if cur.description else []
@@ -222,11 +226,11 @@ class PostgresConnection:
             url, autocommit=True, row_factory=dict_row, connect_timeout=int(connect_timeout_s)
         )
 
-    def execute(self, sql: str, params: Params = ()) -> Result:
+    def execute(self, sql: str, params: Params = (), *, binary: bool = False) -> Result:
         import psycopg
 
         try:
-            cur = self.raw.execute(_to_psycopg(sql), tuple(params))
+            cur = self.raw.execute(_to_psycopg(sql), tuple(params), binary=binary)
             rows = [dict(r) for r in cur.fetchall()] if cur.description else []
         except psycopg.Error as exc:
             raise StorageError(f"The database {self.where} refused a query: {exc}") from exc
