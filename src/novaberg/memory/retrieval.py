@@ -348,10 +348,9 @@ async def recall(
         return Recall(items, None, notices)
 
     if choice.name is not None and not choice.backend:
-        # an in-process embedder: the message's vector, the items still without one, and the
-        # search in one database worker, one after the other (one thread hop, not four; at
-        # once, on 2 cores, the embedder's matrix products and the queries slowed each other
-        # more than they overlapped)
+        # an in-process embedder: in one database worker, the full-text search while another
+        # thread embeds the message (MiniLM in onnxruntime keeps to one core), then the items
+        # still without a vector and the search by meaning
         if given is not None and given.embedder != choice.name:
             given = None
         here: Recall = await db.run(
