@@ -189,6 +189,23 @@ def test_minilm_runs_in_onnxruntime_when_it_is_there_and_in_numpy_when_not(
         MiniLMEmbedder(runtime="cuda").load()
 
 
+def test_an_onnxruntime_that_cannot_load_the_encoder_means_numpy_or_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An onnxruntime that imports but cannot run here (a broken wheel, an old CPU): the
+    default falls back to numpy with a warning; asked for onnxruntime by name, it says why."""
+    monkeypatch.setattr(onnx_bert, "build_model", lambda *a, **k: b"not an onnx model")
+    with pytest.raises(EmbedderError, match=r"onnxruntime could not load the encoder of .*"):
+        MiniLMEmbedder(runtime="onnxruntime").load()
+    auto = MiniLMEmbedder()
+    with caplog.at_level("WARNING", logger="novaberg"):
+        v = auto.embed(["still embedded"]).array
+    assert auto._encoder is not None and auto._encoder.runtime == "numpy"
+    np.testing.assert_allclose(v, MiniLMEmbedder(runtime="numpy").embed(["still embedded"]).array)
+    [warned] = [r for r in caplog.records if "MiniLM runs in numpy instead" in r.getMessage()]
+    assert warned.levelname == "WARNING" and "still embedded" not in warned.getMessage()
+
+
 def test_concurrent_first_calls_load_the_model_once() -> None:
     class Counting(MiniLMEmbedder):
         loads: ClassVar[list[int]] = []

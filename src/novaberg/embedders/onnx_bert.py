@@ -176,19 +176,21 @@ class OnnxLayers:
         options.add_session_config_entry(
             "session.model_external_initializers_file_folder_path", str(folder)
         )
+        model = build_model(folder, layers, heads, hidden, eps)
         try:
-            self._session = ort.InferenceSession(
-                build_model(folder, layers, heads, hidden, eps),
-                options,
-                providers=["CPUExecutionProvider"],
-            )
-        except (RuntimeError, ValueError) as exc:  # onnxruntime's own errors derive from these
+            self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's errors derive from Exception alone
             raise EmbedderError(
-                f"onnxruntime could not load {folder / CHECKPOINT} ({type(exc).__name__}: "
-                f"{str(exc)[:200]})"
+                f"onnxruntime could not load the encoder of {folder / CHECKPOINT} "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from exc
 
     def __call__(self, x: Matrix, mask_bias: Matrix) -> Matrix:
-        (states,) = self._session.run(["states"], {"hidden": x, "mask_bias": mask_bias})
+        try:
+            (states,) = self._session.run(["states"], {"hidden": x, "mask_bias": mask_bias})
+        except Exception as exc:  # onnxruntime's errors derive from Exception alone
+            raise EmbedderError(
+                f"onnxruntime failed to run the encoder ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
         out: Matrix = np.asarray(states, dtype=np.float32)
         return out
