@@ -115,6 +115,27 @@ def test_doctor_reports_the_answering_backend_and_capabilities(
     assert report["fixes"] == []
 
 
+def test_doctor_says_what_runs_the_embedder_and_how_to_get_onnxruntime_back(
+    ollama_env: OllamaTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = run("doctor", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    vectors = json.loads(done.stdout)["vectors"]
+    assert (vectors["embedder"], vectors["runtime"]) == ("minilm-l6-v2", "onnxruntime")
+    # an onnxruntime that cannot be imported (shadowed here by a package that fails to)
+    shadow = tmp_path / "shadow" / "onnxruntime"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no onnxruntime here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    done = run("doctor", "--json")
+    report = json.loads(done.stdout)
+    assert report["vectors"]["runtime"] == "numpy"
+    [fix] = [f for f in report["fixes"] if "onnxruntime" in f]
+    assert "minilm-l6-v2 runs in numpy" in fix and "pip install 'onnxruntime==" in fix
+    shown = run("doctor").stdout
+    assert "embedder minilm-l6-v2 (numpy)" in shown
+
+
 def test_doctor_says_what_to_fix_for_a_missing_model(
     ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

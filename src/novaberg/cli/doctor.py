@@ -73,6 +73,8 @@ def _vectors(settings: Any, db: Any) -> dict[str, Any]:
     """The vector index: what serves search by meaning, each embedder's vectors, and what
     lacks one (without loading an embedder)."""
     from novaberg.cli.reindex import current_embedder
+    from novaberg.embedders import NAMES, runtime_of
+    from novaberg.embedders.minilm import ONNX_HINT
     from novaberg.memory.vectors import VectorIndex
 
     index = VectorIndex(db)
@@ -82,6 +84,16 @@ def _vectors(settings: Any, db: Any) -> dict[str, Any]:
         {"embedder": s.embedder, "dim": s.dim, "vectors": s.vectors, "indexed": s.indexed}
         for s in index.stats()
     ]
+    runtime = None
+    if current in NAMES:
+        runtime = runtime_of(current)
+        if runtime == "numpy":
+            fixes.append(
+                f"{current} runs in numpy, slower than in onnxruntime, which cannot be imported "
+                f"here: {ONNX_HINT}"
+            )
+    elif current is not None:
+        runtime = "backend"
     lacking = len(index.missing(current, limit=10**9)) if current else 0
     if lacking:
         fixes.append(
@@ -91,6 +103,7 @@ def _vectors(settings: Any, db: Any) -> dict[str, Any]:
     return {
         "mode": index.mode,
         "embedder": current,
+        "runtime": runtime,
         "spaces": spaces,
         "missing": lacking,
         "notice": index.notice,
@@ -140,7 +153,9 @@ def run_doctor(*, as_json: bool) -> None:
                 styled(
                     "Search by meaning: ",
                     (vectors["mode"], "bold"),
-                    f" — embedder {vectors['embedder'] or 'off'} — vectors: {held or 'none yet'}",
+                    f" — embedder {vectors['embedder'] or 'off'}"
+                    + (f" ({vectors['runtime']})" if vectors["runtime"] else "")
+                    + f" — vectors: {held or 'none yet'}",
                 )
             )
         if report["fixes"]:
