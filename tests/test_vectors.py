@@ -397,6 +397,43 @@ def test_a_row_changed_under_the_copy_is_scored_as_it_is_now_and_never_for_anoth
         db.close()
 
 
+def test_a_large_users_search_reads_as_many_rows_however_many_facts_were_superseded(
+    vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Superseded facts keep their vectors. The copy must score them out, not widen the
+    rows it reads back by their number (a long life supersedes thousands)."""
+    db = Database(vector_target)
+    try:
+        index = VectorIndex(db, cache_from=100)
+        plain = VectorIndex(db, cache_bytes=0)
+        rng = np.random.default_rng(30)
+        vectors = unit(rng, 600)
+        ids = add_items(db, "ada", 600)
+        store_vectors(index, db, "ada", ids, vectors, "toy")
+        with db.transaction() as c:
+            for i in range(0, 600, 2):  # 300 of 600 superseded by their neighbour
+                MemoryStore.supersede(c, ids[i], ids[i + 1])
+        index.nearest("ada", "toy", vectors[1], 10)
+        index.nearest("ada", "toy", vectors[1], 10)  # the copy is held from here on
+        read: list[int] = []
+        real = Database.query
+
+        def counting(self: Database, sql: str, *args: object, **kw: object) -> object:
+            rows = real(self, sql, *args, **kw)  # type: ignore[arg-type]
+            if "vec FROM memory_vectors WHERE" in sql:
+                read.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(Database, "query", counting)
+        for q in (vectors[0], vectors[1], vectors[300], unit(rng, 1)[0]):
+            got = [i for i, _ in index.nearest("ada", "toy", q, 10)]
+            assert got == [i for i, _ in plain.nearest("ada", "toy", q, 10)]
+            assert len(got) == 10 and not set(got) & set(ids[0::2])
+        assert read and max(read) <= rerank_count(10, 600) < rerank_count(310, 600)
+    finally:
+        db.close()
+
+
 def test_top_rows_picks_the_highest_scores() -> None:
     rng = np.random.default_rng(13)
     cases = [
