@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -341,9 +343,13 @@ def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(
             return got
 
         both(queries[0])  # the first search in this process: sqlite-vec
-        assert not index._cache
-        both(queries[1])
-        assert list(index._cache) == [(index.space("toy").id, "ada")]  # type: ignore[union-attr]
+        assert not index._cache and not index._loading
+        both(queries[1])  # the second: the database answers, the copy loads meanwhile
+        key = (index.space("toy").id, "ada")  # type: ignore[union-attr]
+        assert key in index._loading or key in index._cache  # (a small copy may be done)
+        index.settle()
+        assert list(index._cache) == [key] and not index._loading
+        both(queries[2])
         index.nearest("bob", "toy", queries[0], 5)  # 20 vectors: never copied
         assert len(index._cache) == 1
 
@@ -352,11 +358,47 @@ def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(
         assert both(vectors[333], 1)[0][0] == more[13]
         assert MemoryStore(db).forget("ada", more[13]) is not None  # a removal: reloaded
         assert more[13] not in [i for i, _ in both(vectors[333], 20)]
+        index.settle()
+        assert more[13] not in [i for i, _ in both(vectors[333], 20)]
         with db.transaction() as c:
             MemoryStore.supersede(c, ids[5], ids[6])
         assert ids[5] not in [i for i, _ in both(vectors[5], 20)]
         held = index._cache[(index.space("toy").id, "ada")]  # type: ignore[union-attr]
-        assert len(held.ids) == 349
+        assert len(held.ids) == 349 and more[13] not in held.ids.tolist()
+    finally:
+        db.close()
+
+
+def test_the_search_that_starts_loading_the_copy_does_not_wait_for_it(
+    vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a large user's copy takes 0.6-2 s at 100k: the search that starts it (and every
+    one until it is there) is answered by the database meanwhile."""
+    db = Database(vector_target)
+    try:
+        index = VectorIndex(db, cache_from=100)
+        plain = VectorIndex(db, cache_bytes=0)
+        rng = np.random.default_rng(22)
+        vectors = unit(rng, 150)
+        ids = add_items(db, "ada", 150)
+        store_vectors(index, db, "ada", ids, vectors, "toy")
+        release = threading.Event()
+        real_load = VectorIndex._load
+
+        def held_up(self: VectorIndex, *args: Any, **kwargs: Any) -> Any:
+            assert release.wait(30), "the test never released the load"
+            return real_load(self, *args, **kwargs)
+
+        monkeypatch.setattr(VectorIndex, "_load", held_up)
+        index.nearest("ada", "toy", vectors[0], 5)  # the first search: no copy asked for
+        for q in vectors[1:4]:  # the load is held up: these must not wait for it
+            got = index.nearest("ada", "toy", q, 5)
+            assert got == plain.nearest("ada", "toy", q, 5)
+        assert not index._cache and len(index._loading) == 1
+        release.set()
+        index.settle()
+        assert len(index._cache) == 1 and not index._loading
+        assert index.nearest("ada", "toy", vectors[7], 1)[0][0] == ids[7]
     finally:
         db.close()
 
@@ -376,6 +418,7 @@ def test_a_row_changed_under_the_copy_is_scored_as_it_is_now_and_never_for_anoth
         store_vectors(index, db, "ada", ids, vectors[:150], "toy")
         index.nearest("ada", "toy", vectors[0], 5)
         index.nearest("ada", "toy", vectors[0], 5)
+        index.settle()
         space = index.space("toy")
         assert space is not None
         stale = index._cache[(space.id, "ada")]
@@ -414,7 +457,8 @@ def test_a_large_users_search_reads_as_many_rows_however_many_facts_were_superse
             for i in range(0, 600, 2):  # 300 of 600 superseded by their neighbour
                 MemoryStore.supersede(c, ids[i], ids[i + 1])
         index.nearest("ada", "toy", vectors[1], 10)
-        index.nearest("ada", "toy", vectors[1], 10)  # the copy is held from here on
+        index.nearest("ada", "toy", vectors[1], 10)  # the copy loads in the background
+        index.settle()
         read: list[int] = []
         real = Database.query
 

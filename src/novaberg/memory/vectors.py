@@ -19,15 +19,18 @@ query vector among one user's current items, on SQLite (sqlite-vec) and PostgreS
 - Otherwise (``mode == "exact"``): a numpy scan over the user's stored blobs, exact but slower
   at many items; :attr:`VectorIndex.notice` says why and what to install.
 - Either database, any mode: a user with many vectors of one embedder (:data:`CACHE_FROM` on
-  SQLite, :data:`PG_CACHE_FROM` on PostgreSQL) is searched, from the second search of this
-  index on, in an in-memory copy of their vectors, kept current through the change counts that
-  triggers keep in ``vector_counts`` (m011). The copy holds each unit vector as 384 signed
-  bytes (``round(127 * x)``, a quarter of float32's memory), scored against the query with
-  simsimd's int8 dot product (SIMD, every core: about 1 ms at 100k vectors, against 9 ms for
-  numpy's float32 product, which reads four times the bytes); the best :func:`rerank_count`
-  are then scored again exactly from their float32 rows in ``memory_vectors``, so the order
-  and similarities returned are the exact ones wherever the rounding did not push a neighbour
-  out of that wider set.
+  SQLite, :data:`PG_CACHE_FROM` on PostgreSQL) is searched in an in-memory copy of their
+  vectors, kept current through the change counts that triggers keep in ``vector_counts``
+  (m011). The first search of this index asks for none (a one-off command would never use it);
+  the second starts loading it in a database worker, and the database answers every search
+  until it is there, so no search waits for the load (0.6-1 s at 100k). New rows are appended
+  at the next search; a removal loads it again the same way. The copy holds each unit vector
+  as 384 signed bytes (``round(127 * x)``, a quarter of float32's memory), scored against the
+  query with simsimd's int8 dot product (SIMD, every core: about 1 ms at 100k vectors, against
+  9 ms for numpy's float32 product, which reads four times the bytes); the best
+  :func:`rerank_count` are then scored again exactly from their float32 rows in
+  ``memory_vectors``, so the order and similarities returned are the exact ones wherever the
+  rounding did not push a neighbour out of that wider set.
 
 Every method is synchronous and queries the database: from async code call them through
 ``await db.run(...)``; construct the index that way too (it checks the extension).
@@ -40,6 +43,8 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import Future, wait
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -47,7 +52,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from novaberg.errors import StorageError, VectorDimensionError
+from novaberg.errors import NovabergError, StorageError, VectorDimensionError
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 
@@ -66,12 +71,12 @@ KNN_LIMIT = 4096
 search scans exactly instead."""
 _NAME = re.compile(r"[A-Za-z0-9._:/@+\-]{1,200}")
 CACHE_FROM = 10_000
-"""A user with at least this many vectors of one embedder is searched, from the second search
-in this process on, in a copy of their vectors held in memory (int8 codes, the best re-scored
-exactly; see the module docstring): sqlite-vec computes its cosine distances one number at a
-time, about 85 ms at 100k vectors of 384 on 2 cores, and PostgreSQL's exact distance reads
-every row (72 ms at 20k); the copy takes a few. Below it, the database answers in a few
-milliseconds on SQLite, tens on PostgreSQL."""
+"""A user with at least this many vectors of one embedder is searched, once a process's second
+search has loaded it in the background, in a copy of their vectors held in memory (int8
+codes, the best re-scored exactly; see the module docstring): sqlite-vec computes its cosine
+distances one number at a time, about 85 ms at 100k vectors of 384 on 2 cores, and
+PostgreSQL's exact distance reads every row (72 ms at 20k); the copy takes a few. Below it,
+the database answers in a few milliseconds on SQLite, tens on PostgreSQL."""
 PG_CACHE_FROM = 1_000
 """The same on PostgreSQL, whose exact distance reads every row of the user (about 35 ms at
 10k): loading 1,000 vectors takes a few milliseconds once."""
@@ -214,6 +219,7 @@ class VectorIndex:
         self._asked: set[tuple[int, str]] = set()
         self._cache_lock = threading.Lock()
         self._load_locks: dict[tuple[int, str], threading.Lock] = {}
+        self._loading: dict[tuple[int, str], Future[None]] = {}
         if db.dialect == "sqlite":
             self.mode, self.notice = self._prepare_sqlite()
         else:
@@ -336,8 +342,9 @@ class VectorIndex:
 
     def _held(self, space: Space, user_id: str) -> _Held | None:
         """The user's vectors of this space held in memory (int8 codes) and brought up to date
-        (new rows appended; a removal reloads), or None when the database should answer (a
-        small user, or the first search in this process)."""
+        (new rows appended), or None when the database should answer: a small user, the first
+        search in this process, or while the copy loads in the background (from the second
+        search, and again after a removal)."""
         if self.cache_bytes <= 0:
             return None
         key = (space.id, user_id)
@@ -353,24 +360,66 @@ class VectorIndex:
             if held is None and key not in self._asked:
                 self._asked.add(key)  # a one-off search (a command) does not pay for a copy
                 return None
-            lock = self._load_locks.setdefault(key, threading.Lock())
-        with lock:
-            with self._cache_lock:
-                held = self._cache.get(key)
             if held is None or held.removed != removed:
-                held = self._load(space, user_id, added, removed, after=None)
-            elif held.added != added:
+                # no copy yet, or rows of it since removed: it is (re)loaded in a database
+                # worker, and the database answers until it is there (0.1 s at 100k on
+                # SQLite, not the 0.6-1 s the load takes)
+                self._load_later(space, user_id)
+                return None
+            lock = self._load_locks.setdefault(key, threading.Lock())
+        with lock:  # new rows since: appended here, a few at a time
+            with self._cache_lock:
+                held = self._cache.get(key) or held
+            if held.removed != removed:
+                return None
+            if held.added != added:
                 held = self._load(space, user_id, added, removed, after=held)
                 if len(held.ids) != added - removed:  # rowids renumbered (a VACUUM): reload
                     held = self._load(space, user_id, added, removed, after=None)
-            with self._cache_lock:
-                self._cache[key] = held
-                self._cache.move_to_end(key)
-                total = sum(h.codes.nbytes for h in self._cache.values())
-                while total > self.cache_bytes and len(self._cache) > 1:
-                    _, dropped = self._cache.popitem(last=False)
-                    total -= dropped.codes.nbytes
+            self._keep(key, held)
             return held
+
+    def _keep(self, key: tuple[int, str], held: _Held) -> None:
+        with self._cache_lock:
+            self._cache[key] = held
+            self._cache.move_to_end(key)
+            total = sum(h.codes.nbytes for h in self._cache.values())
+            while total > self.cache_bytes and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                total -= dropped.codes.nbytes
+
+    def _load_later(self, space: Space, user_id: str) -> None:
+        """Start loading the user's copy in a database worker, unless it is loading (called
+        under the cache lock)."""
+        key = (space.id, user_id)
+        if key in self._loading:
+            return
+        with suppress(StorageError):  # the database is closing: no search will come
+            # (the load's own end takes this lock too, so it cannot finish before this line)
+            self._loading[key] = self.db.submit(self._load_now, space, user_id)
+
+    def _load_now(self, space: Space, user_id: str) -> None:
+        """Blocking, in a database worker: load the user's copy as the counts are now."""
+        key = (space.id, user_id)
+        try:
+            row = self.db.one(
+                "SELECT added, removed FROM vector_counts WHERE embedder = ? AND user_id = ?",
+                (space.embedder, user_id),
+            )
+            if row is not None:
+                added, removed = int(row["added"]), int(row["removed"])
+                self._keep(key, self._load(space, user_id, added, removed, after=None))
+        except NovabergError as exc:  # the database answers instead, as before the copy
+            log.info("the in-memory vector copy was not loaded: %s", type(exc).__name__)
+        finally:
+            with self._cache_lock:
+                self._loading.pop(key, None)
+
+    def settle(self, timeout_s: float | None = None) -> None:
+        """Wait until the copies loading in the background are loaded (tests, benchmarks)."""
+        with self._cache_lock:
+            loading = list(self._loading.values())
+        wait(loading, timeout=timeout_s)
 
     def _load(
         self, space: Space, user_id: str, added: int, removed: int, after: _Held | None

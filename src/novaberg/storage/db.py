@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -231,6 +231,15 @@ class Database:
             raise StorageError(f"The database {self.where} is closed.") from exc
         inner.add_done_callback(_retrieve)
         return await asyncio.shield(inner)
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Start ``fn(*args, **kwargs)`` in a worker thread, on that thread's connection,
+        without waiting for it: for work nobody awaits (loading a cache in the background).
+        :meth:`close` waits for it. Raises :class:`StorageError` once the database is closed."""
+        try:
+            return self._executor.submit(fn, *args, **kwargs)
+        except RuntimeError as exc:  # the executor was shut down
+            raise StorageError(f"The database {self.where} is closed.") from exc
 
     def close(self) -> None:
         """Stop the workers (after the functions already handed over) and close every
