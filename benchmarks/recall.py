@@ -22,6 +22,9 @@ and ``p95_ms`` are over the questions after three warm-up ones; ``query_vector_p
 question's vector alone, for comparison. ``in_turn_p50_ms``/``in_turn_p95_ms``: the same
 questions with their vector computed beforehand, as in a turn, where the engine starts it with
 the turn and the router's model call hides it (``start_message_vector``).
+``words_only_p50_ms``/``words_only_p95_ms``: the same questions without an embedder (full text
+alone), and ``p95_over_words_only_p95`` the ratio of the two p95s in the same run, which the
+machine's noise moves less than either figure.
 Goal: p95 ≤ 20 ms at 100k on SQLite.
 """
 
@@ -103,6 +106,7 @@ def recall_latency(
         model.embed([q], query=True)
         singles.append(1000 * (time.perf_counter() - started))
     settings = Settings(language="en", memory={"embedder": embedder})
+    words_only = Settings(language="en", memory={"embedder": "off"})
     out: dict[str, Any] = {
         "embedder": embedder,
         "query_vector_p50_ms": round(statistics.median(singles), 2),
@@ -116,7 +120,7 @@ def recall_latency(
 
                 async def timed(
                     db: Database = db,
-                ) -> tuple[float, float, float, list[float], list[float], list[str]]:
+                ) -> tuple[float, float, float, list[float], list[float], list[float], list[str]]:
                     t0 = time.perf_counter()
                     first = await recall(db, settings, USER, questions[0])
                     first_ms = 1000 * (time.perf_counter() - t0)
@@ -137,9 +141,16 @@ def recall_latency(
                         t0 = time.perf_counter()
                         await recall(db, settings, USER, q, given=given)
                         in_turn.append(1000 * (time.perf_counter() - t0))
-                    return first_ms, second_ms, loaded_ms, times, in_turn, first.notices
+                    words = []
+                    for q in questions:  # no embedder: full text alone, for the ratio
+                        t0 = time.perf_counter()
+                        await recall(db, words_only, USER, q)
+                        words.append(1000 * (time.perf_counter() - t0))
+                    return first_ms, second_ms, loaded_ms, times, in_turn, words, first.notices
 
-                first_ms, second_ms, loaded_ms, times, in_turn, notices = asyncio.run(timed())
+                first_ms, second_ms, loaded_ms, times, in_turn, words, notices = asyncio.run(
+                    timed()
+                )
                 index = vector_index(db)
                 out[f"{kind}_{size}"] = {
                     "index": index.mode,
@@ -151,6 +162,9 @@ def recall_latency(
                     "max_ms": round(max(times), 2),
                     "in_turn_p50_ms": _pct(in_turn, 0.5),
                     "in_turn_p95_ms": _pct(in_turn, 0.95),
+                    "words_only_p50_ms": _pct(words, 0.5),
+                    "words_only_p95_ms": _pct(words, 0.95),
+                    "p95_over_words_only_p95": round(_pct(times, 0.95) / _pct(words, 0.95), 2),
                     "queries": len(times),
                     "notices": notices,
                 }
