@@ -46,14 +46,11 @@ async def test_a_turn_produces_the_contract_json_with_one_record_per_call(
     out = result.contract_json()
     assert set(out) == CONTRACT_KEYS
     assert out["reply"] == "Hallo! Schön, dich zu sehen."
-    assert [c["caller"] for c in out["calls"]] == [
-        "router",
-        "responder",
-        "judge_legal",
-        "judge_psychology",
-        "judge_persona",
-        "salience",
-    ]
+    callers = [c["caller"] for c in out["calls"]]
+    # one record per call, in the order they ended: the three judges run at once, so their
+    # order among themselves varies (a CI run saw persona before psychology)
+    assert callers[:2] == ["router", "responder"] and callers[5:] == ["salience"]
+    assert sorted(callers[2:5]) == ["judge_legal", "judge_persona", "judge_psychology"]
     assert all(set(c) >= CALL_KEYS for c in out["calls"])
     assert all(c["outcome"] == "ok" and c["backend"] == "ollama" for c in out["calls"])
     assert out["thinker"] is None
