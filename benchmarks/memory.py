@@ -186,15 +186,20 @@ def _noise(rng: random.Random, n: int, base: datetime, span_days: float) -> list
 
 
 # -- retrieval latency --------------------------------------------------------------------------
+def questions_about(rng: random.Random, count: int) -> list[str]:
+    """``count`` questions about the noise's people and attributes."""
+    return [
+        spec[1].format(rel=rng.choice(RELATIONS))
+        for spec in rng.choices(list(ATTRIBUTES.values()), k=count)
+    ]
+
+
 def retrieval_latency(
     sizes: tuple[int, ...], queries: int, kinds: tuple[str, ...]
 ) -> dict[str, Any]:
     rng = random.Random(7)
     base = datetime.now(UTC) - timedelta(days=400)
-    questions = [
-        spec[1].format(rel=rng.choice(RELATIONS))
-        for spec in rng.choices(list(ATTRIBUTES.values()), k=queries)
-    ]
+    questions = questions_about(rng, queries)
     out: dict[str, Any] = {}
     for kind in kinds:
         with database(kind) as db:

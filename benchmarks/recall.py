@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.meaning import database  # SQLite, or PostgreSQL with pgvector
-from benchmarks.memory import ATTRIBUTES, RELATIONS, USER, _bulk, _noise
+from benchmarks.memory import USER, _bulk, _noise, questions_about
 from novaberg.config import Settings
 from novaberg.embedders import get_embedder
 from novaberg.memory.embedding import embed_local
@@ -92,10 +92,7 @@ def recall_latency(
 ) -> dict[str, Any]:
     rng = random.Random(7)
     base = datetime.now(UTC) - timedelta(days=400)
-    questions = [
-        spec[1].format(rel=rng.choice(RELATIONS))
-        for spec in rng.choices(list(ATTRIBUTES.values()), k=queries)
-    ]
+    questions = questions_about(rng, queries)
     model = get_embedder(embedder)
     model.load()
     pool_texts = [t for _, t, *_ in _noise(random.Random(99), POOL, base, 400)]

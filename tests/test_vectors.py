@@ -55,6 +55,20 @@ def store_vectors(
             index.upsert(c, memory_id, user, emb, vec)
 
 
+def large_user(
+    db: Database, n: int, seed: int
+) -> tuple[VectorIndex, VectorIndex, np.ndarray, list[int]]:
+    """ada with ``n`` random vectors of the embedder "toy": an index that holds a user's copy
+    from 100 vectors on, one that never does (the database's own search), the vectors, and
+    their items' ids."""
+    index = VectorIndex(db, cache_from=100)
+    plain = VectorIndex(db, cache_bytes=0)
+    vectors = unit(np.random.default_rng(seed), n)
+    ids = add_items(db, "ada", n)
+    store_vectors(index, db, "ada", ids, vectors, "toy")
+    return index, plain, vectors, ids
+
+
 @pytest.fixture
 def vdb(vector_target: Path | str) -> Iterator[Database]:
     database = Database(vector_target)
@@ -376,12 +390,7 @@ def test_the_search_that_starts_loading_the_copy_does_not_wait_for_it(
     one until it is there) is answered by the database meanwhile."""
     db = Database(vector_target)
     try:
-        index = VectorIndex(db, cache_from=100)
-        plain = VectorIndex(db, cache_bytes=0)
-        rng = np.random.default_rng(22)
-        vectors = unit(rng, 150)
-        ids = add_items(db, "ada", 150)
-        store_vectors(index, db, "ada", ids, vectors, "toy")
+        index, plain, vectors, ids = large_user(db, 150, seed=22)
         release = threading.Event()
         real_load = VectorIndex._load
 
@@ -411,11 +420,7 @@ def test_a_row_changed_under_the_copy_is_scored_as_it_is_now_and_never_for_anoth
     ada's search must not return bob's item (nor ada's forgotten one)."""
     db = Database(vector_target)
     try:
-        index = VectorIndex(db, cache_from=100)
-        rng = np.random.default_rng(21)
-        vectors = unit(rng, 200)
-        ids = add_items(db, "ada", 150)
-        store_vectors(index, db, "ada", ids, vectors[:150], "toy")
+        index, _, vectors, ids = large_user(db, 150, seed=21)
         index.nearest("ada", "toy", vectors[0], 5)
         index.nearest("ada", "toy", vectors[0], 5)
         index.settle()
@@ -447,12 +452,8 @@ def test_a_large_users_search_reads_as_many_rows_however_many_facts_were_superse
     rows it reads back by their number (a long life supersedes thousands)."""
     db = Database(vector_target)
     try:
-        index = VectorIndex(db, cache_from=100)
-        plain = VectorIndex(db, cache_bytes=0)
-        rng = np.random.default_rng(30)
-        vectors = unit(rng, 600)
-        ids = add_items(db, "ada", 600)
-        store_vectors(index, db, "ada", ids, vectors, "toy")
+        index, plain, vectors, ids = large_user(db, 600, seed=30)
+        rng = np.random.default_rng(31)  # a query that is none of the stored vectors
         with db.transaction() as c:
             for i in range(0, 600, 2):  # 300 of 600 superseded by their neighbour
                 MemoryStore.supersede(c, ids[i], ids[i + 1])

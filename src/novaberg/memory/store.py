@@ -287,10 +287,8 @@ class MemoryStore:
         """
         if not terms:
             return []
-        light = (
-            "m.id, m.kind, m.importance, m.valid_from, length(m.text) AS chars, f.rel "
-            "FROM memories m JOIN"
-        )
+        cols = "m.id, m.kind, m.importance, m.valid_from, length(m.text) AS chars, f.rel"
+        light = f"{cols} FROM memories m JOIN"
         current = "m.valid_to IS NULL AND m.consolidated_into IS NULL"
         if self.db.dialect == "sqlite":
             owner = user.replace('"', '""')
@@ -298,7 +296,6 @@ class MemoryStore:
             # CROSS JOIN: SQLite then reads the few full-text matches first and looks each up
             # in memories; left to choose, it walked all the user's items (memories_current)
             # and probed the matches for each, 22 ms instead of 2 at 100k items
-            cols = "m.id, m.kind, m.importance, m.valid_from, length(m.text) AS chars, f.rel"
             # newest first: the owner is checked in the join (an owner term in the MATCH
             # costs more than it saves when one user has most of the rows)
             recent = self.db.query(
