@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ def database(postgres_server: str) -> Iterator[str]:
         drop_database(postgres_server, url)
 
 
-def start_worker(server: OllamaTestServer, home: Path, database: str) -> subprocess.Popen[bytes]:
+def worker_env(backend_url: str, home: Path, database: str | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -50,23 +51,35 @@ def start_worker(server: OllamaTestServer, home: Path, database: str) -> subproc
     }
     env |= {
         "NOVABERG_HOME": str(home),
-        "OLLAMA_HOST": server.url,
+        "OLLAMA_HOST": backend_url,
         "NOVABERG_BACKEND": "ollama",
         "NOVABERG_RETRIES__BACKOFF_S": "0.01",
-        "NOVABERG_DATABASE_URL": database,
         "NOVABERG_SERVER__POLL_S": "0.2",
         **NO_TRIBUNAL,
     }
+    if database is not None:
+        env["NOVABERG_DATABASE_URL"] = database
     if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
         env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
     home.mkdir(parents=True, exist_ok=True)
-    with (home / "worker.out").open("wb") as out, (home / "worker.err").open("wb") as err:
-        return subprocess.Popen(
+    return env
+
+
+def start_worker(server: OllamaTestServer, home: Path, database: str) -> subprocess.Popen[bytes]:
+    env = worker_env(server.url, home, database)
+    with (home / "worker.err").open("wb") as err:
+        worker = subprocess.Popen(
             [sys.executable, "-m", "novaberg", "worker", "--verbose"],
             env=env,
-            stdout=out,
+            stdout=subprocess.PIPE,
             stderr=err,
         )
+    # the turns start once the worker runs: otherwise the servers may do all the work while it
+    # is still starting (a busy CI machine), and the test would not be about the worker
+    assert worker.stdout is not None
+    line = worker.stdout.readline().decode()
+    assert line.startswith("novaberg worker: running"), (home / "worker.err").read_text()
+    return worker
 
 
 def rows(database: str, sql: str) -> list[dict[str, Any]]:
@@ -118,7 +131,7 @@ def test_two_servers_and_a_worker_run_every_job_and_second_pass_once(
                 time.sleep(0.2)
         finally:
             worker.send_signal(signal.SIGTERM)
-            worker.wait(30)
+            worker.communicate(timeout=30)
         assert worker.returncode == 0, (tmp_path / "w" / "worker.err").read_text()
 
     events = rows(database, "SELECT id, turn_id, type, status, claimed_by FROM events")
@@ -149,3 +162,28 @@ def test_two_servers_and_a_worker_run_every_job_and_second_pass_once(
     assert rows(database, "SELECT id FROM turns WHERE status <> 'done'") == []
     runners = Counter(str(e["claimed_by"]).rsplit(":", 1)[-1] for e in events)
     assert len(runners) >= 2, f"one process ran everything: {runners}"
+
+
+def test_a_worker_told_to_stop_while_it_starts_stops_cleanly(tmp_path: Path) -> None:
+    """SIGTERM while the engine opens (the backend not answering yet): exit 0 once it is
+    open, not a death by the signal (a CI run stopped a worker that was still starting)."""
+    with socket.create_server(("127.0.0.1", 0)) as backend:
+        backend.settimeout(60)
+        env = worker_env(f"http://127.0.0.1:{backend.getsockname()[1]}", tmp_path)
+        with (tmp_path / "worker.err").open("wb") as err:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "novaberg", "worker"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        try:
+            # the engine asks the backend for its capabilities while it opens
+            asked, _ = backend.accept()
+            worker.send_signal(signal.SIGTERM)
+        finally:
+            backend.close()
+        asked.close()  # no answer: the engine opens without the capabilities, then stops
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, (tmp_path / "worker.err").read_text()
+    assert out.decode().startswith("novaberg worker: running")

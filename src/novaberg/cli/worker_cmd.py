@@ -19,15 +19,18 @@ from novaberg.cli.common import guarded, load, setup_logging
 
 
 async def _work(stop: asyncio.Event) -> None:
+    # first of all: a SIGTERM while the engine opens (seconds on a busy machine) is a clean
+    # stop once it is open, not a death by signal
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
     from novaberg.engine import Engine
     from novaberg.worker import Sweeper
 
     settings = load().settings
     engine = await Engine.open(settings)
     sweeper = Sweeper(engine, settings.server.poll_s)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     typer.echo(f"novaberg worker: running (database {engine.db.where})")
     sys.stdout.flush()
     sweeper.start()
