@@ -165,11 +165,13 @@ def test_two_servers_and_a_worker_run_every_job_and_second_pass_once(
 
 
 def test_a_worker_told_to_stop_while_it_starts_stops_cleanly(tmp_path: Path) -> None:
-    """SIGTERM while the engine opens (the backend not answering yet): exit 0 once it is
-    open, not a death by the signal (a CI run stopped a worker that was still starting)."""
+    """SIGTERM while the engine opens, its backend not answering: the worker stops at once
+    with exit 0, neither killed by the signal (a CI run stopped a worker still starting) nor
+    waiting for the backend's timeout."""
     with socket.create_server(("127.0.0.1", 0)) as backend:
         backend.settimeout(60)
         env = worker_env(f"http://127.0.0.1:{backend.getsockname()[1]}", tmp_path)
+        env |= {"NOVABERG_TIMEOUTS__FIRST_TOKEN_S": "600", "NOVABERG_TIMEOUTS__TOTAL_S": "600"}
         with (tmp_path / "worker.err").open("wb") as err:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "novaberg", "worker"],
@@ -178,12 +180,12 @@ def test_a_worker_told_to_stop_while_it_starts_stops_cleanly(tmp_path: Path) -> 
                 stderr=err,
             )
         try:
-            # the engine asks the backend for its capabilities while it opens
+            # the engine asks the backend for its capabilities while it opens; no answer comes
             asked, _ = backend.accept()
-            worker.send_signal(signal.SIGTERM)
+            with asked:
+                worker.send_signal(signal.SIGTERM)
+                out, _ = worker.communicate(timeout=60)
         finally:
-            backend.close()
-        asked.close()  # no answer: the engine opens without the capabilities, then stops
-        out, _ = worker.communicate(timeout=60)
+            worker.kill()
     assert worker.returncode == 0, (tmp_path / "worker.err").read_text()
-    assert out.decode().startswith("novaberg worker: running")
+    assert out.decode() == "novaberg worker: stopped while starting\n"

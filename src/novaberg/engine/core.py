@@ -139,7 +139,13 @@ class Engine:
             compiling.cancel()
             await chain.aclose()
             raise
-        engine = cls(settings, chain, db, graph=await compiling)
+        try:
+            graph = await compiling
+        except BaseException:  # cancelled (a stop while opening): close what was opened
+            await chain.aclose()
+            await asyncio.to_thread(db.close)
+            raise
+        engine = cls(settings, chain, db, graph=graph)
         engine.notices[:0] = notices
         engine._warming = asyncio.create_task(_warm_in_threads(settings))
         return engine
