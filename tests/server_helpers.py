@@ -74,6 +74,29 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], err: Path) -> None:
     pytest.fail("novaberg serve never answered /healthz")
 
 
+def novaberg_env(ollama_url: str, home: Path, database: str | None = None) -> dict[str, str]:
+    """The environment of a ``novaberg`` process over the Ollama server at ``ollama_url``, in
+    a fresh ``home`` (created), on ``database`` (a PostgreSQL URL) or the SQLite file there:
+    none of this process's own Novaberg settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("NOVABERG_") and k not in ("OLLAMA_HOST", "OLLAMA_API_KEY")
+    }
+    env |= {
+        "NOVABERG_HOME": str(home),
+        "OLLAMA_HOST": ollama_url,
+        "NOVABERG_BACKEND": "ollama",
+        "NOVABERG_RETRIES__BACKOFF_S": "0.01",
+    }
+    if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
+        env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
+    if database is not None:
+        env["NOVABERG_DATABASE_URL"] = database
+    home.mkdir(parents=True, exist_ok=True)
+    return env
+
+
 @contextmanager
 def running_nova(
     ollama_server: OllamaTestServer,
@@ -87,23 +110,7 @@ def running_nova(
 
     ``extra_env``: more settings for the process (``NOVABERG_…``); ``database``: a PostgreSQL URL
     to use instead of the SQLite file in ``home``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("NOVABERG_") and k not in ("OLLAMA_HOST", "OLLAMA_API_KEY")
-    }
-    env |= {
-        "NOVABERG_HOME": str(home),
-        "OLLAMA_HOST": ollama_server.url,
-        "NOVABERG_BACKEND": "ollama",
-        "NOVABERG_RETRIES__BACKOFF_S": "0.01",
-    }
-    if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
-        env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
-    home.mkdir(parents=True, exist_ok=True)
-    if database is not None:
-        env["NOVABERG_DATABASE_URL"] = database
-    env |= extra_env or {}
+    env = novaberg_env(ollama_server.url, home, database) | (extra_env or {})
     db = Database(database if database is not None else home / "novaberg.db")
     try:
         store = UserStore(db)

@@ -5,7 +5,6 @@ pass): every job and every second pass runs exactly once, and none is lost."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -21,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-from novaberg.storage.db import LOOP_GUARD_ENV, Database
+from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
-from tests.server_helpers import Nova, running_nova
+from tests.server_helpers import Nova, novaberg_env, running_nova
 from tests.test_stats import CHECK, DRAFT, said
 
 CONVERSATIONS = 20
@@ -44,25 +43,10 @@ def database(postgres_server: str) -> Iterator[str]:
 
 
 def worker_env(backend_url: str, home: Path, database: str | None = None) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("NOVABERG_") and k not in ("OLLAMA_HOST", "OLLAMA_API_KEY")
-    }
-    env |= {
-        "NOVABERG_HOME": str(home),
-        "OLLAMA_HOST": backend_url,
-        "NOVABERG_BACKEND": "ollama",
-        "NOVABERG_RETRIES__BACKOFF_S": "0.01",
+    return novaberg_env(backend_url, home, database) | {
         "NOVABERG_SERVER__POLL_S": "0.2",
         **NO_TRIBUNAL,
     }
-    if database is not None:
-        env["NOVABERG_DATABASE_URL"] = database
-    if LOOP_GUARD_ENV in os.environ:  # the suite's loop guard holds in this process too
-        env[LOOP_GUARD_ENV] = os.environ[LOOP_GUARD_ENV]
-    home.mkdir(parents=True, exist_ok=True)
-    return env
 
 
 def start_worker(server: OllamaTestServer, home: Path, database: str) -> subprocess.Popen[bytes]:

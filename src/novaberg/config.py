@@ -46,7 +46,10 @@ class Timeouts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     connect_s: float = Field(
-        5.0, gt=0, description="seconds to open a connection to a backend before giving up"
+        5.0,
+        gt=0,
+        description="seconds to open a connection to a backend before giving up (and, at "
+        "start, to read the model's capabilities before leaving that to the first call)",
     )
     first_token_s: float = Field(
         120.0,

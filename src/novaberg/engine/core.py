@@ -71,18 +71,24 @@ def _report_embedding_failure(task: asyncio.Task[list[str]]) -> None:
         log.warning("a new memory item got no vector yet (%s); retrieval adds it", error_kind(exc))
 
 
-async def _warm_up(chain: BackendChain) -> None:
+async def _warm_up(chain: BackendChain, within_s: float) -> None:
     """Read the primary's capabilities now, so the first call does not wait for them.
 
     A failure here is not an error yet: the first real call reports it (and may fall back).
+    Neither is a backend that accepts the connection but does not answer within ``within_s``
+    (``timeouts.connect_s``): opening waits no longer, so a process told to stop while it
+    starts (``novaberg serve`` under SIGTERM) stops in seconds, not after the model call's
+    timeout.
     """
     capabilities = getattr(chain.primary, "capabilities", None)
     if capabilities is None:
         return
     try:
-        await capabilities()
+        await asyncio.wait_for(capabilities(), within_s)
     except NovabergError:
         return
+    except TimeoutError:
+        log.debug("the backend did not answer within %.1f s at open; the first call asks", within_s)
 
 
 class Engine:
@@ -133,7 +139,7 @@ class Engine:
             raise
         otel.configure(settings, notices)
         try:
-            await _warm_up(chain)
+            await _warm_up(chain, settings.timeouts.connect_s)
             db = await asyncio.to_thread(Database, settings.database, settings.timeouts.database_s)
         except BaseException:
             compiling.cancel()
