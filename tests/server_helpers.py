@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -95,6 +96,32 @@ def novaberg_env(ollama_url: str, home: Path, database: str | None = None) -> di
         env["NOVABERG_DATABASE_URL"] = database
     home.mkdir(parents=True, exist_ok=True)
     return env
+
+
+def stopped_while_opening(home: Path, *args: str) -> tuple[int, str, str]:
+    """``novaberg ARGS`` over an Ollama server that accepts the connection and never answers
+    (model calls may wait 600 s), sent SIGTERM once its engine, opening, asks that server for
+    the model's capabilities: its exit status, stdout and stderr."""
+    with socket.create_server(("127.0.0.1", 0)) as backend:
+        backend.settimeout(START_TIMEOUT_S)
+        env = novaberg_env(f"http://127.0.0.1:{backend.getsockname()[1]}", home)
+        env |= {"NOVABERG_TIMEOUTS__FIRST_TOKEN_S": "600", "NOVABERG_TIMEOUTS__TOTAL_S": "600"}
+        err = home / "stderr"
+        with err.open("wb") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "novaberg", *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        try:
+            asked, _ = backend.accept()
+            with asked:
+                proc.send_signal(signal.SIGTERM)
+                out, _ = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    return proc.returncode, out.decode(), err.read_text(encoding="utf-8")
 
 
 @contextmanager

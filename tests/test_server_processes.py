@@ -6,7 +6,6 @@ pass): every job and every second pass runs exactly once, and none is lost."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import pytest
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
-from tests.server_helpers import Nova, novaberg_env, running_nova
+from tests.server_helpers import Nova, novaberg_env, running_nova, stopped_while_opening
 from tests.test_stats import CHECK, DRAFT, said
 
 CONVERSATIONS = 20
@@ -42,15 +41,9 @@ def database(postgres_server: str) -> Iterator[str]:
         drop_database(postgres_server, url)
 
 
-def worker_env(backend_url: str, home: Path, database: str | None = None) -> dict[str, str]:
-    return novaberg_env(backend_url, home, database) | {
-        "NOVABERG_SERVER__POLL_S": "0.2",
-        **NO_TRIBUNAL,
-    }
-
-
 def start_worker(server: OllamaTestServer, home: Path, database: str) -> subprocess.Popen[bytes]:
-    env = worker_env(server.url, home, database)
+    env = novaberg_env(server.url, home, database)
+    env |= {"NOVABERG_SERVER__POLL_S": "0.2", **NO_TRIBUNAL}
     with (home / "worker.err").open("wb") as err:
         worker = subprocess.Popen(
             [sys.executable, "-m", "novaberg", "worker", "--verbose"],
@@ -152,24 +145,6 @@ def test_a_worker_told_to_stop_while_it_starts_stops_cleanly(tmp_path: Path) -> 
     """SIGTERM while the engine opens, its backend not answering: the worker stops at once
     with exit 0, neither killed by the signal (a CI run stopped a worker still starting) nor
     waiting for the backend's timeout."""
-    with socket.create_server(("127.0.0.1", 0)) as backend:
-        backend.settimeout(60)
-        env = worker_env(f"http://127.0.0.1:{backend.getsockname()[1]}", tmp_path)
-        env |= {"NOVABERG_TIMEOUTS__FIRST_TOKEN_S": "600", "NOVABERG_TIMEOUTS__TOTAL_S": "600"}
-        with (tmp_path / "worker.err").open("wb") as err:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "novaberg", "worker"],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=err,
-            )
-        try:
-            # the engine asks the backend for its capabilities while it opens; no answer comes
-            asked, _ = backend.accept()
-            with asked:
-                worker.send_signal(signal.SIGTERM)
-                out, _ = worker.communicate(timeout=60)
-        finally:
-            worker.kill()
-    assert worker.returncode == 0, (tmp_path / "worker.err").read_text()
-    assert out.decode() == "novaberg worker: stopped while starting\n"
+    returncode, out, errors = stopped_while_opening(tmp_path, "worker")
+    assert returncode == 0, errors
+    assert out == "novaberg worker: stopped while starting\n"

@@ -8,9 +8,6 @@ finished turn."""
 from __future__ import annotations
 
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +20,7 @@ import pytest
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
-from tests.server_helpers import Nova, novaberg_env, running_nova
+from tests.server_helpers import Nova, running_nova, stopped_while_opening
 from tests.test_stats import CHECK, DRAFT, OK_VOTE, said
 
 WAIT_S = 30.0
@@ -221,25 +218,7 @@ def test_sigterm_while_the_server_starts_before_a_silent_backend_stops_it_in_sec
     """The Ollama server accepts the connection and never answers: opening waits for its
     capabilities no longer than ``timeouts.connect_s`` (5 s), so SIGTERM during the start ends
     the server in seconds, not after the model call's timeout (600 s here), and cleanly."""
-    with socket.create_server(("127.0.0.1", 0)) as backend:
-        backend.settimeout(60)
-        env = novaberg_env(f"http://127.0.0.1:{backend.getsockname()[1]}", tmp_path)
-        env |= {"NOVABERG_TIMEOUTS__FIRST_TOKEN_S": "600", "NOVABERG_TIMEOUTS__TOTAL_S": "600"}
-        with (tmp_path / "serve.err").open("wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "novaberg", "serve", "--port", "0"],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=err,
-            )
-        try:
-            asked, _ = backend.accept()  # the engine opening asks for the capabilities
-            with asked:
-                proc.send_signal(signal.SIGTERM)
-                out, _ = proc.communicate(timeout=60)
-        finally:
-            proc.kill()
-    errors = (tmp_path / "serve.err").read_text()
-    assert proc.returncode in STOPPED, errors
-    assert out.decode().startswith("novaberg serve: http://127.0.0.1:")
+    returncode, out, errors = stopped_while_opening(tmp_path, "serve", "--port", "0")
+    assert returncode in STOPPED, errors
+    assert out.startswith("novaberg serve: http://127.0.0.1:")
     assert "Traceback" not in errors and "startup failed" not in errors, errors

@@ -138,18 +138,16 @@ class Engine:
             compiling.cancel()
             raise
         otel.configure(settings, notices)
+        db: Database | None = None
         try:
             await _warm_up(chain, settings.timeouts.connect_s)
             db = await asyncio.to_thread(Database, settings.database, settings.timeouts.database_s)
-        except BaseException:
+            graph = await compiling
+        except BaseException:  # a failure, or cancelled (a stop while opening): close it all
             compiling.cancel()
             await chain.aclose()
-            raise
-        try:
-            graph = await compiling
-        except BaseException:  # cancelled (a stop while opening): close what was opened
-            await chain.aclose()
-            await asyncio.to_thread(db.close)
+            if db is not None:
+                await asyncio.to_thread(db.close)
             raise
         engine = cls(settings, chain, db, graph=graph)
         engine.notices[:0] = notices
