@@ -18,17 +18,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from novaberg.config import load_settings
 from novaberg.memory.store import MemoryStore, Statement
 from novaberg.server.app import create_app
 from novaberg.server.web import CSP, page_weight
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.text import visible
 from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
-USERS = ("ada", "bob", "cyd", "dan", "eve", "fay", "gus", "hal", "ivy", "kim", "lea")
+USERS = tuple(
+    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex".split()  # noqa: SIM905
+)
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
 LOADED = {"stats": "#stats-body", "memory": "#memory-summary", "chat": "#conversation-list"}
@@ -609,6 +612,17 @@ def test_the_pages_scripts_never_turn_strings_into_html() -> None:
             assert sink not in code, (script.name, sink)
 
 
+def test_every_text_reaches_the_page_through_dom_js_and_its_escapes() -> None:
+    """Only dom.js sets a text (setText, h, s), so every text shows hidden characters
+    escaped; no other script sets textContent or makes a text node itself."""
+    folder = Path(__file__).resolve().parent.parent / "src" / "novaberg" / "server" / "web"
+    setter = re.compile(r"\.(textContent|innerText|nodeValue)\s*=(?!=)|createTextNode\(")
+    for script in sorted(folder.glob("*.js")):
+        if script.name != "dom.js":
+            code = script.read_text(encoding="utf-8")
+            assert not setter.search(code), (script.name, setter.search(code))
+
+
 def _seed_family(nova: Nova, user: str) -> tuple[int, int]:
     db = nova.db()
     try:
@@ -673,3 +687,195 @@ def test_api_turn_why_gives_send_times_rounds_and_memories(
     assert why["nodes"][0] == "router"
     other = httpx.get(f"{nova.url}/api/turns/{turn['turn_id']}/why", headers=nova.auth("eve"))
     assert other.status_code == 404
+
+
+def _seed_everywhere(nova: Nova, user: str, text: str) -> int:
+    """``text`` in one memory item, one profile statement resting on it and one dated event;
+    the item's id."""
+    db = nova.db()
+    try:
+        store = MemoryStore(db)
+        with db.transaction() as c:
+            item = store.add(c, user, "long_term", text, 0.8, f"seed:{user}")
+        store.set_profile(user, "adaptive", [Statement(text, [item.id])])
+        store.add_event(user, "2027-05-01", text, f"seed:{user}:event")
+        return item.id
+    finally:
+        db.close()
+
+
+def _seeded(nova: Nova, user: str, text: str) -> int:
+    ids: list[int] = []
+    seeding = threading.Thread(  # off Playwright's loop
+        target=lambda: ids.append(_seed_everywhere(nova, user, text))
+    )
+    seeding.start()
+    seeding.join(30)
+    [item] = ids
+    return item
+
+
+def test_the_next_user_signing_in_sees_nothing_of_the_last_even_when_requests_fail(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    secret = "Quarzwal"
+    item = _seeded(nova, "max", f"The user's whale is called {secret}.")
+    sign_in(page, nova.url, nova.keys["max"])
+    server.script("responder", Reply(content=f"{secret} is a fine name for a whale."))
+    send(page, f"My whale is called {secret}.")
+    expect(page.locator("#messages .message.nova .text")).to_contain_text(secret)
+    page.locator("#messages .message.nova").get_by_role("button", name=re.compile("Why")).click()
+    expect(page.locator("#why svg.waterfall")).to_be_visible()
+    page.get_by_role("button", name="Close").click()
+    page.get_by_role("link", name="Memory").click()
+    expect(page.locator("#memory-list .memory-item").filter(has_text=secret).first).to_be_visible()
+    for tab in ("Profile", "Timeline"):
+        page.get_by_role("tab", name=tab).click()
+        expect(page.locator(f"#panel-{tab.lower()}")).to_contain_text(secret)
+    page.get_by_role("tab", name="Jobs").click()
+    expect(page.locator("#panel-jobs")).not_to_be_empty()
+    page.get_by_role("tab", name="Items").click()
+    page.get_by_label("Search what Nova remembers").fill(secret)
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("#memory-summary")).to_contain_text(secret)
+    page.get_by_role("link", name="Chat").click()
+    page.get_by_label("Message to Nova").fill(f"a draft about {secret}")
+    page.get_by_role("link", name="Stats").click()
+    expect(page.locator("#stats-body svg.chart").first).to_be_visible()
+    held: list[Route] = []  # a request still unanswered when the user signs out
+    page.route(re.compile(r"/api/stats"), lambda route: held.append(route))
+    with page.expect_request(re.compile(r"/api/stats")):
+        page.get_by_role("button", name="Refresh").click()
+    with (
+        page.expect_event("requestfailed", lambda r: r.url.endswith("/api/events")),
+        page.expect_event("requestfailed", lambda r: "/api/stats" in r.url),
+    ):
+        page.get_by_role("button", name="Sign out").click()  # the last key's requests stop
+    assert held
+    page.unroute_all(behavior="ignoreErrors")
+
+    # the next user, on the same page, whose memory and stats requests all fail; their
+    # profile names the last user's item as a source (a cached text must not show)
+    watched.allow(r"status of 500")
+    failed = {"status": 500, "json": {"detail": "failing for this test"}}
+    page.route(re.compile(r"/api/(memory|stats)"), lambda route: route.fulfill(**failed))
+    profile = {
+        "adaptive": {
+            "version": 1,
+            "created_at": "2027-05-01T00:00:00+00:00",
+            "statements": [{"text": "Ned's own statement.", "sources": [item]}],
+        }
+    }
+    page.route(re.compile(r"/api/memory/profile$"), lambda route: route.fulfill(json=profile))
+    page.get_by_label("API key").fill(nova.keys["ned"])  # no reload: the same page's state
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#conversation-list")).to_contain_text("No conversations yet.")
+    banners = page.locator("#banners .banner")
+    page.get_by_role("link", name="Memory").click()
+    expect(banners).to_have_count(1)
+    page.get_by_role("tab", name="Profile").click()
+    statement = page.locator("#panel-profile .statements li")
+    expect(statement).to_contain_text("Ned's own statement.")
+    expect(statement).to_contain_text(f"#{item}")
+    assert secret not in (statement.text_content() or "")
+    for n, tab in enumerate(("Timeline", "Jobs"), start=3):
+        page.get_by_role("tab", name=tab).click()
+        expect(banners).to_have_count(n)
+    page.get_by_role("link", name="Stats").click()
+    expect(banners).to_have_count(5)
+    html = page.evaluate("document.documentElement.outerHTML")  # hidden views and dialogs too
+    assert secret not in html
+    values = page.evaluate("[...document.querySelectorAll('input, textarea')].map(e => e.value)")
+    assert not [v for v in values if secret in v], values
+    for emptied in ("#memory-list", "#memory-summary", "#stats-body", "#why-body", "#messages"):
+        expect(page.locator(emptied)).to_be_empty()
+    expect(page.locator("#memory-list .forget")).to_have_count(0)
+
+
+def test_bidi_controls_and_zero_width_characters_show_escaped_as_the_cli_shows_them(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sneaky = "safe \u202egnp.exe, zero\u200bwidth, 👩\u200d💻 kept"
+    shown = "safe \\u202egnp.exe, zero\\u200bwidth, 👩\u200d💻 kept"
+    assert visible(sneaky) == shown  # what the CLI prints
+    _seeded(nova, "ola", sneaky)
+    sign_in(page, nova.url, nova.keys["ola"])
+    server.script("router", CHECK)
+    server.script("thinker", Reply(content="RESULT: OK"))
+    server.script("responder", Reply(content=sneaky))
+    server.script("judge_persona", vote("ok", sneaky))
+    send(page, sneaky)
+    expect(page.locator("#messages .message.nova .text")).to_have_text(shown)
+    expect(page.locator("#messages .message.user .text")).to_have_text(shown)
+    page.locator("#messages .message.nova").get_by_role("button", name=re.compile("Why")).click()
+    expect(page.locator("#why tr[data-judge=persona]")).to_contain_text(shown)
+    page.get_by_role("button", name="Close").click()
+    page.get_by_role("link", name="Memory").click()
+    item = page.locator("#memory-list .memory-item").filter(has_text="gnp.exe").first
+    expect(item.locator(".memory-text")).to_have_text(shown)
+    assert "\u202e" not in (item.get_by_role("button").last.get_attribute("aria-label") or "")
+    page.get_by_role("tab", name="Profile").click()
+    expect(page.locator("#panel-profile .statements li p")).to_have_text(shown)
+    page.get_by_role("tab", name="Timeline").click()
+    expect(page.locator("#panel-timeline li")).to_contain_text(shown)
+    html = page.evaluate("document.documentElement.outerHTML")
+    assert "\u202e" not in html and "\u200b" not in html
+
+
+def test_a_5000_character_word_keeps_every_view_at_the_windows_width(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    word = "Donaudampfschiff" * 313  # 5,008 characters, no break
+    _seeded(nova, "pia", f"The user's word is {word}.")  # memory keeps its first 2,000
+    sign_in(page, nova.url, nova.keys["pia"])
+    server.script("router", CHECK)
+    server.script("thinker", Reply(content="RESULT: OK"))
+    server.script("responder", Reply(content=word))
+    server.script("judge_persona", vote("ok", word[:600]))  # a reason's limit
+    send(page, word)
+    expect(page.locator("#messages .message.nova .text")).to_contain_text(word[:3000])
+    page.locator("#messages .message.nova").get_by_role("button", name=re.compile("Why")).click()
+    votes = page.locator("#why table.votes").first
+    expect(votes.locator("tr[data-judge=persona]")).to_contain_text(word[:600])
+    wrap = "[...document.querySelectorAll('#why .table-wrap')]"
+    wide = page.evaluate(f"{wrap}.filter(e => e.scrollWidth > e.clientWidth).length")
+    assert wide == 0  # the votes' reasons wrap instead of scrolling sideways
+    page.get_by_role("button", name="Close").click()
+    page.get_by_role("link", name="Memory").click()
+    views = {
+        "Items": "#memory-list .memory-item",
+        "Profile": "#panel-profile .statements li",
+        "Timeline": "#panel-timeline li",
+    }
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        for tab, shown in views.items():
+            page.get_by_role("tab", name=tab).click()
+            expect(page.locator(shown).filter(has_text=word[:1000]).first).to_be_visible()
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= viewport["width"], (tab, viewport, width)
+    page.set_viewport_size(DESKTOP)
+
+
+def test_a_pasted_key_loses_invisible_characters_and_a_foreign_one_is_named(
+    watched: Watched, nova: Nova
+) -> None:
+    page = watched.page
+    key = nova.keys["rex"]
+    page.goto(nova.url + "/")
+    expect(page.locator("body[data-ready=true]")).to_be_attached()
+    box = page.get_by_label("API key")
+    box.fill(key[:12] + "\u2026")  # a key copied from where it was shown cut short
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#signin-error")).to_have_text(
+        "This key contains characters a key never has (\u2026 U+2026); paste it again."
+    )
+    expect(page.locator("#banners .banner")).to_have_count(0)  # not "cannot be reached"
+    box.fill("\ufeff\u00a0 " + key[:10] + "\u200b" + key[10:] + "\u200d\u2060\u00a0")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#nav")).to_be_visible()
+    expect(page.locator("#signin-error")).to_be_empty()
+    assert page.evaluate("sessionStorage.getItem('novaberg.key')") == key

@@ -35,6 +35,10 @@ BackendMode = Literal["auto", "ollama", "openai", "embedded"]
 EmbeddedModel = Literal["smollm2-135m", "gemma3-270m"]
 CONFIG_FILE_NAME = "config.toml"
 ENV_PREFIX = "NOVABERG_"
+SECRET_SETTINGS = frozenset({"openai_key", "database_url", "frontend_jwt_secret"})
+"""Settings whose value an error message never repeats."""
+MIN_SECRET_BYTES = 32
+"""The shortest frontend_jwt_secret accepted (HS256 wants a key as long as its hash)."""
 
 
 def default_home() -> Path:
@@ -316,6 +320,37 @@ class Server(BaseModel):
         description="origins a browser may call the server from (CORS), e.g. "
         '["http://localhost:3000"] for Open WebUI\'s direct connections; empty: CORS off',
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="the names the server answers to in the Host header (e.g. "
+        '["nova.lan", "192.168.1.5"]; "*.example.org" for subdomains, ["*"] for any); a '
+        "request for another is refused with 400; empty: localhost, 127.0.0.1 and [::1], "
+        "plus --host when it is one address (any name when it is 0.0.0.0 or ::)",
+    )
+    max_streams: int = Field(
+        8,
+        ge=1,
+        description="GET /api/events streams one user may hold open at once in this process; "
+        "one more is refused with 429",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        description="open connections and running requests this process takes at once "
+        "(uvicorn's limit_concurrency); past it, new requests are answered 503",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="seconds a client has to send a request's line and headers after it "
+        "connects (or after its first byte on a kept-alive connection); then it is closed",
+    )
+    body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="seconds a client has to send a request's body after its headers; then "
+        "the connection is closed",
+    )
 
 
 class Settings(BaseSettings):
@@ -440,6 +475,17 @@ class Settings(BaseSettings):
             raise ValueError("must name a user: not empty, nor only spaces or invisible characters")
         return value
 
+    @field_validator("frontend_jwt_secret", mode="after")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().encode("utf-8")) < MIN_SECRET_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_SECRET_BYTES} bytes: a short secret can be guessed "
+                "offline from one signed token (make one with: python -c "
+                "'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return value
+
     @field_validator("database_url", mode="after")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
@@ -517,7 +563,10 @@ def _describe(errors: ValidationError, file_values: Mapping[str, Any], path: Pat
         loc = ".".join(str(p) for p in err["loc"])
         where = f"key '{loc}' in {path}" if loc in file_values else env_name(loc)
         given = err.get("input")
-        lines.append(f"{where}={given!r} is invalid: {err['msg']}")
+        if loc in SECRET_SETTINGS or isinstance(given, SecretStr):
+            lines.append(f"{where} is invalid: {err['msg']}")  # never echo a secret
+        else:
+            lines.append(f"{where}={given!r} is invalid: {err['msg']}")
     return "; ".join(lines) + ". Fix the value (see `novaberg config --help`) and try again."
 
 

@@ -27,7 +27,6 @@ words in the same order are a copy."""
 
 _WORD = re.compile(r"\w+")
 _AFTER_CUT = re.compile(r"[^\w\s]*\s*")
-_LAST_WORD = re.compile(r"\w+\Z")
 
 
 def _words(text: str) -> list[str]:
@@ -133,8 +132,10 @@ class EchoFilter:
         self.text += piece
         if self.echoed:
             return
-        growing = _LAST_WORD.search(self.text)  # a word at the very end may still grow
-        complete = self.text[: growing.start()] if growing else self.text
+        # a word at the very end may still grow; read backwards (``\w+\Z`` searched for is
+        # quadratic on a long word that ends before the text does)
+        growing = _WORD.match(self.text[::-1])
+        complete = self.text[: len(self.text) - growing.end()] if growing else self.text
         if self.guard.find(complete) is not None:
             self.echoed = True
             return

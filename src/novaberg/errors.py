@@ -30,6 +30,8 @@ point per backend and never leak past it.
 
 from __future__ import annotations
 
+from novaberg.redaction import without_userinfo
+
 
 class NovabergError(Exception):
     """Root of every error Novaberg raises on purpose."""
@@ -47,16 +49,19 @@ class BackendError(NovabergError):
     """A backend failed to answer a call.
 
     ``retryable`` says whether sending the same request again may succeed (connection
-    errors, 5xx, 503). ``outcome`` is the call outcome recorded for it.
+    errors, 5xx, 503). ``outcome`` is the call outcome recorded for it. The message never
+    holds a URL's userinfo (:func:`~novaberg.redaction.without_userinfo`), and a backend
+    writes it without its address (:func:`~novaberg.redaction.redact`).
     """
 
     retryable: bool = False
     outcome: str = "error"
     host: str = ""
-    """Which server of the backend failed, when it has several (``ollama_hosts``)."""
+    """Which server of the backend failed, when it has several (``ollama_hosts``), without
+    its userinfo."""
 
     def __init__(self, message: str, *, backend: str = "", model: str = "") -> None:
-        super().__init__(message)
+        super().__init__(without_userinfo(message))
         self.backend = backend
         self.model = model
 

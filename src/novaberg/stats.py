@@ -33,6 +33,7 @@ from typing import Any
 from novaberg.errors import UsageError
 from novaberg.storage.db import Database
 from novaberg.telemetry import OUTCOMES
+from novaberg.text import quoted
 
 FOLLOW_UP_CALLER = "thinker_nachfass"
 SELF_TRIGGER = "self_trigger"
@@ -46,7 +47,7 @@ def parse_since(text: str) -> timedelta:
     if match is None or int(match.group(1)) == 0:
         raise UsageError(
             f"--since takes a positive number of days, hours or minutes, like 7d, 24h or 30m "
-            f"(got {text!r})."
+            f"(got {quoted(text)})."
         )
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 

@@ -61,8 +61,8 @@ class CallRecord:
     json_mode: JsonMode = ""
     """How this request asked for JSON (see :data:`JsonMode`); ``""`` when it asked for none."""
     host: str = ""
-    """The server that answered (or failed), for a backend with several (``ollama_hosts``);
-    ``""`` otherwise."""
+    """The server that answered (or failed), for a backend with several (``ollama_hosts``),
+    without its userinfo (:func:`novaberg.redaction.safe_url`); ``""`` otherwise."""
     started: float = field(default=0.0, compare=False)
     """``time.perf_counter()`` when the request was sent (for ordering; not exported)."""
 

@@ -6,7 +6,9 @@ that reorder what is displayed (U+202A–U+202E, U+2066–U+2069), zero-width ch
 and paragraph separators. :func:`visible` writes each of them as a Python-style escape
 (``\\x1b``, ``\\u202e``), so what is printed is what is stored, character by character.
 Kept as they are: newline and tab, and a zero-width joiner right after an emoji (it joins
-emoji sequences such as 👩‍💻; anywhere else it is shown escaped).
+emoji sequences such as 👩‍💻; anywhere else it is shown escaped). A name must have none of
+them, newline and tab included (:func:`invisible_at`). An error message repeats a value it was
+sent as data, cut to a short prefix (:func:`quoted`, :func:`field_path`).
 
 No imports beyond the standard library: settings and message validation use this.
 """
@@ -14,6 +16,7 @@ No imports beyond the standard library: settings and message validation use this
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """Control, format (bidi controls, zero-width characters, tags), surrogate, line and
@@ -98,3 +101,51 @@ def json_visible(encoded: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def invisible_at(text: str) -> int | None:
+    """Where the first character of ``text`` is that does not show as itself on one line: a
+    control character (newline and tab too), a format, surrogate, line or paragraph separator
+    character, a variation selector or a filler; ``None`` when every character shows. A name
+    (a user's, ``--user``'s) must have none: it is printed on a line of its own."""
+    for index, ch in enumerate(text):
+        if ch in KEPT_CONTROLS or is_hidden(ch) or _is_variation(ch) or ch in _FILLERS:
+            return index
+    return None
+
+
+ECHO_CHARS = 80
+"""How much of a value an error message repeats; the rest is cut (:func:`quoted`)."""
+
+
+def quoted(value: str | int, limit: int = ECHO_CHARS) -> str:
+    """``value`` as an error message repeats it: a string as a Python literal (``'gpt-4o'``,
+    every newline, control and invisible character escaped, so it cannot forge a line), a
+    number as its digits; and at most ``limit`` characters of it, ending in "…" with the
+    whole length when cut (a 500 KB model name is not sent back)."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = str(value)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return f"a number of {value.bit_length()} bits"
+    if len(text) <= limit:
+        return repr(text) if isinstance(value, str) else text
+    cut = text[:limit] + "…"
+    return f"{repr(cut) if isinstance(value, str) else cut} ({len(text)} characters)"
+
+
+_PLAIN_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_[]-")
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """Where in a request or file a validation error is (``messages.0.content``), as an error
+    message says it: each part that is not plain letters, digits, ``_ - [ ]`` (a key the
+    sender chose) in :func:`quoted` form."""
+    return ".".join(
+        str(p)
+        if isinstance(p, int) or (0 < len(p) <= ECHO_CHARS and set(p) <= _PLAIN_PART)
+        else quoted(p)
+        for p in parts
+    )

@@ -24,8 +24,8 @@ from novaberg.backends.base import ChatResponse
 
 ControlKind = Literal["tool", "ok", "revised"]
 
-_CONTROL = re.compile(
-    r"^\s*(?:(?P<tool>TOOL)\s*:\s*(?P<name>[A-Za-z_][\w.-]*)\s*\((?P<args>.*)\)\s*$"
+_CONTROL = re.compile(  # [^\S\n]: a line's leading blanks; \s* across lines is quadratic
+    r"^[^\S\n]*(?:(?P<tool>TOOL)\s*:\s*(?P<name>[A-Za-z_][\w.-]*)\s*\((?P<args>.*)\)\s*$"
     r"|(?P<result>RESULT|ERGEBNIS)\s*:\s*(?P<verdict>OK|REVISED|ÜBERARBEITET|UEBERARBEITET)\b)",
     re.IGNORECASE | re.MULTILINE,
 )

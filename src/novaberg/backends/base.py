@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from novaberg.errors import BackendError
+from novaberg.redaction import redact
 from novaberg.telemetry import JsonMode
 
 T = TypeVar("T")
@@ -40,6 +42,15 @@ async def first_within(items: AsyncIterator[T], seconds: float) -> AsyncIterator
         return
     async for item in items:
         yield item
+
+
+def addressless(error: BackendError, server: str) -> BackendError:
+    """``error`` as anyone may read it: the address of ``server`` (the URL the backend was
+    configured with) replaced by the backend's name wherever the message quotes it, userinfo
+    gone (:func:`novaberg.redaction.redact`). Each backend passes every error it raises
+    through here, at its one translation choke point."""
+    error.args = (redact(str(error), server=server, name=error.backend or "backend"),)
+    return error
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from novaberg.backends.base import (
 )
 from novaberg.config import EmbeddedModel, Timeouts
 from novaberg.errors import BackendError, BackendTimeout, ConfigError
+from novaberg.storage.private import private_dir
 
 GEMMA_FORMAT = "novaberg-gemma3"
 _END = object()
@@ -96,6 +97,7 @@ def packaged_model_path(name: EmbeddedModel, home: Path) -> Path:
         target = home / "models" / str(weights.MODEL_NAME)
         if target.exists():
             return target
+        private_dir(home)  # assembling would otherwise create a missing home 0755
         return Path(weights.assemble(target))
     # find_spec locates the package without running it (importing it would import ``llm``).
     spec = importlib.util.find_spec(packaged.module)

@@ -64,7 +64,7 @@ def prompt_was_cut(estimate: int, evaluated: int, window: int | None) -> bool:
 _CONTEXT_EXCEEDED = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|exceeds? (the )?context window"
     r"|exceeds? the available context size|exceed_context_size|context window of \d+"
-    r"|prompt is too long|input length .*exceeds",
+    r"|prompt is too long|input length .{0,200}exceeds",
     re.IGNORECASE,
 )
 _JSON_MODE_WORDS = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)

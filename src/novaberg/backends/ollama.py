@@ -11,6 +11,10 @@ Quirks handled here, once (see ../shared/OLLAMA.md):
 * Errors after the first byte arrive as an ``{"error"}`` line with status 200 (the client raises
   ``ResponseError`` with status -1); a stream may end without its done chunk; a truncated last
   line surfaces as ``JSONDecodeError``. All are translated in :meth:`OllamaBackend._translate`.
+* Every error leaves through that choke point, and names the backend, never its address: the
+  message says "Ollama", and where it quotes the server or the client library, the address
+  (userinfo included) is replaced by the name (:func:`~novaberg.backends.base.addressless`).
+  Only the operator's views (``novaberg doctor``) show the address, without its userinfo.
 * A prompt longer than the runtime context is cut from the head silently and answered anyway.
   ``num_ctx`` goes out on every chat (``limits.context_tokens``), and a ``prompt_eval_count``
   far below the estimate of what was sent marks the response as cut (outcome ``truncated``).
@@ -33,6 +37,7 @@ from novaberg.backends.base import (
     ChatResponse,
     TokenCallback,
     ToolCall,
+    addressless,
     current_caller,
     emit,
     first_within,
@@ -49,6 +54,7 @@ from novaberg.errors import (
     ModelNotFound,
     StreamCut,
 )
+from novaberg.redaction import safe_url
 from novaberg.telemetry import JsonMode
 
 
@@ -92,15 +98,20 @@ class OllamaBackend:
             await client.close()  # type: ignore[no-untyped-call]  # untyped upstream
 
     def _translate(self, exc: BaseException) -> BackendError:
-        where = f"Ollama at {self.host}"
+        """The error ``exc`` as it leaves this backend: one of the tree of
+        :mod:`novaberg.errors`, naming the backend and never its address."""
+        return addressless(self._classify(exc), self.host)
+
+    def _classify(self, exc: BaseException) -> BackendError:
+        where = "Ollama"
         kw: dict[str, Any] = {"backend": self.name, "model": self.model}
         if isinstance(exc, BackendError):
             exc.backend, exc.model = exc.backend or self.name, exc.model or self.model
             return exc
         if isinstance(exc, ConnectionError | httpx.ConnectError):
             return BackendUnreachable(
-                f"{where} is not reachable. Start it with `ollama serve`, or point OLLAMA_HOST "
-                "at a running server, or set NOVABERG_BACKEND=embedded.",
+                "The Ollama server is not reachable. Start it with `ollama serve`, or point "
+                "OLLAMA_HOST at a running server, or set NOVABERG_BACKEND=embedded.",
                 **kw,
             )
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
@@ -143,8 +154,7 @@ class OllamaBackend:
         installed = await self._installed()
         listed = ", ".join(installed) if installed else "none"
         return ModelNotFound(
-            f"Model '{self.model}' is not installed on Ollama at {self.host} "
-            f"(installed: {listed}). "
+            f"Model '{self.model}' is not installed on Ollama (installed: {listed}). "
             f"Run `ollama pull {self.model}` or set NOVABERG_MODEL to an installed model.",
             installed=installed,
             backend=self.name,
@@ -159,7 +169,7 @@ class OllamaBackend:
                 shown = await self._get_client().show(self.model)
             except ollama.ResponseError as exc:
                 if exc.status_code == 404:
-                    raise await self._model_missing() from None
+                    raise self._translate(await self._model_missing()) from None
                 raise self._translate(exc) from None
             except Exception as exc:
                 raise self._translate(exc) from None
@@ -216,7 +226,7 @@ class OllamaBackend:
                 response = await self._collect(stream, on_token)
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
-                raise await self._model_missing() from None
+                raise self._translate(await self._model_missing()) from None
             raise self._translate(exc) from None
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
@@ -244,12 +254,13 @@ class OllamaBackend:
             return [list(v) for v in response.embeddings]
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
-                raise BackendError(
-                    f"The embedding model {model!r} is not installed on Ollama at {self.host}; "
+                missing = BackendError(
+                    f"The embedding model {model!r} is not installed on Ollama; "
                     f"run `ollama pull {model}` or unset memory.embed_model.",
                     backend=self.name,
                     model=model,
-                ) from None
+                )
+                raise self._translate(missing) from None
             raise self._translate(exc) from None
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
@@ -292,7 +303,7 @@ class OllamaBackend:
                     model=part.model or self.model,
                 )
         raise StreamCut(
-            f"Ollama at {self.host} ended the stream without its done chunk; "
+            "Ollama ended the stream without its done chunk; "
             "the answer is incomplete and was not used.",
             backend=self.name,
             model=self.model,
@@ -308,7 +319,7 @@ class OllamaBackend:
             loaded = await self._loaded()
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
-                raise await self._model_missing() from None
+                raise self._translate(await self._model_missing()) from None
             raise self._translate(exc) from None
         except Exception as exc:
             raise self._translate(exc) from None
@@ -332,10 +343,11 @@ class OllamaBackend:
             loaded = await self._loaded()
         except Exception as exc:
             err = self._translate(exc)
-            return BackendStatus(self.name, self.model, False, str(err), fix=_fix_for(err))
+            detail = f"{err} (at {safe_url(self.host)})"
+            return BackendStatus(self.name, self.model, False, detail, fix=_fix_for(err))
         finally:
             current_caller.reset(token)
-        detail = f"Ollama at {self.host}"
+        detail = f"Ollama at {safe_url(self.host)}"
         running = [m for m in loaded.models if m.model == self.model and m.context_length]
         if running:
             detail += f"; {self.model} is loaded with a {running[0].context_length}-token context"
@@ -375,13 +387,14 @@ class OllamaBackend:
                 if isinstance(exc, ollama.ResponseError)
                 else type(exc).__name__
             )
-            raise BackendError(
-                f"Something answers at {self.host} (OLLAMA_HOST), but not as Ollama does "
-                f"({detail}). Point OLLAMA_HOST at an Ollama server, or set NOVABERG_BACKEND "
-                "to the backend you want.",
+            odd = BackendError(
+                f"Something answers at OLLAMA_HOST, but not as Ollama does ({detail}). Point "
+                "OLLAMA_HOST at an Ollama server, or set NOVABERG_BACKEND to the backend you "
+                "want.",
                 backend=self.name,
                 model=self.model,
-            ) from None
+            )
+            raise self._translate(odd) from None
         finally:
             current_caller.reset(token)
 

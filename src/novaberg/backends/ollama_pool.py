@@ -9,7 +9,7 @@ tried anyway. A failure that is the request's (a context overflow, a capability 
 a model not installed) does not rest the server. The retry is the model queue's, as for one
 server: it comes back here and goes to another server. The backend keeps the name ``ollama``
 (the contracts rely on it); the server that answered, or failed, is on the response and the
-error (``host``), and so in the call record (``llm_calls.host``).
+error (``host``, its address without userinfo), and so in the call record (``llm_calls.host``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from novaberg.errors import (
     FormatRefused,
     ModelNotFound,
 )
+from novaberg.redaction import safe_url
 from novaberg.telemetry import JsonMode
 
 NOT_THE_SERVERS_FAULT = (ContextOverflow, CapabilityError, ModelNotFound, FormatRefused)
@@ -37,6 +38,8 @@ NOT_THE_SERVERS_FAULT = (ContextOverflow, CapabilityError, ModelNotFound, Format
 class _Server:
     def __init__(self, backend: OllamaBackend, cooldown_s: float) -> None:
         self.backend = backend
+        self.address = safe_url(backend.host)
+        """The server's address as records and the operator see it: without userinfo."""
         self.breaker = Breaker(cooldown_s)
         self.busy = 0
 
@@ -58,7 +61,7 @@ class OllamaPool(OllamaBackend):
         if len(hosts) < 2:
             raise ValueError("a pool needs at least two servers")
         super().__init__(hosts[0], model, timeouts, num_ctx=num_ctx)
-        self.host = ", ".join(hosts)
+        self.host = ", ".join(safe_url(h) for h in hosts)
         self.limit = limit
         self.servers = len(hosts)
         """How many servers: the model queue gives this backend ``limit`` slots per server."""
@@ -70,7 +73,7 @@ class OllamaPool(OllamaBackend):
 
     def busy(self) -> dict[str, int]:
         """Requests running on each server now."""
-        return {m.backend.host: m.busy for m in self._members}
+        return {m.address: m.busy for m in self._members}
 
     def _pick(self) -> _Server | None:
         """The least busy server with a free slot, healthy ones first (in the listed order
@@ -100,14 +103,14 @@ class OllamaPool(OllamaBackend):
         try:
             response = await member.backend.chat(request, on_token)
         except BackendError as exc:
-            exc.host = member.backend.host
+            exc.host = member.address
             if not isinstance(exc, NOT_THE_SERVERS_FAULT):
                 member.breaker.failed(self._clock())
             raise
         finally:
             await asyncio.shield(self._give(member))
         member.breaker.succeeded()
-        response.host = member.backend.host
+        response.host = member.address
         return response
 
     async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
@@ -115,7 +118,7 @@ class OllamaPool(OllamaBackend):
         try:
             return await member.backend.embed(texts, model, caller)
         except BackendError as exc:
-            exc.host = member.backend.host
+            exc.host = member.address
             if not isinstance(exc, NOT_THE_SERVERS_FAULT):
                 member.breaker.failed(self._clock())
             raise
@@ -154,7 +157,7 @@ class OllamaPool(OllamaBackend):
         states = [await m.backend.status() for m in self._members]
         up = [s for s in states if s.reachable]
         parts = "; ".join(
-            f"{m.backend.host}: {'ok' if s.reachable else 'unreachable'}"
+            f"{m.address}: {'ok' if s.reachable else 'unreachable'}"
             for m, s in zip(self._members, states, strict=True)
         )
         if not up:

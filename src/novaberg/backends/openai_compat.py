@@ -15,6 +15,11 @@ Servers differ in what they take and how they fail; each difference is learned o
   context, answers 200 and ends the stream without a single event; the retry of exactly that
   request goes out without streaming, and its HTTP 400 ``context_length_exceeded`` becomes a
   :class:`ContextOverflow`, which is never retried.
+
+Every error leaves through :meth:`OpenAICompatBackend._translate` and names the backend, never
+its address: where a message quotes the server or httpx (whose messages hold the whole URL,
+userinfo included), the address becomes the name (:func:`~novaberg.backends.base.addressless`).
+The operator's log and ``novaberg doctor`` show the address without its userinfo.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from novaberg.backends.base import (
     ChatResponse,
     TokenCallback,
     ToolCall,
+    addressless,
     emit,
     first_within,
 )
@@ -52,6 +58,7 @@ from novaberg.errors import (
     ModelNotFound,
     StreamCut,
 )
+from novaberg.redaction import safe_url
 from novaberg.telemetry import JsonMode
 
 log = logging.getLogger("novaberg")
@@ -67,6 +74,8 @@ JSON_MODES: tuple[JsonMode, ...] = ("json_schema", "json_object", "prompt")
 JSON_INSTRUCTION = (
     "Answer with exactly one JSON object and nothing else. It must match this JSON schema:\n"
 )
+WHERE = "The OpenAI-compatible server"
+"""How messages name the server: never by its address."""
 REMEMBERED_CUTS = 32
 """How many request bodies whose stream broke before any event are remembered."""
 
@@ -151,20 +160,24 @@ class OpenAICompatBackend:
         return body
 
     def _translate(self, exc: BaseException) -> BackendError:
-        where = f"OpenAI-compatible server at {self.base_url}"
+        """The error ``exc`` as it leaves this backend: one of the tree of
+        :mod:`novaberg.errors`, naming the backend and never its address."""
+        return addressless(self._classify(exc), self.base_url)
+
+    def _classify(self, exc: BaseException) -> BackendError:
         kw: dict[str, Any] = {"backend": self.name, "model": self.model}
         if isinstance(exc, BackendError):
             exc.backend, exc.model = exc.backend or self.name, exc.model or self.model
             return exc
         if isinstance(exc, httpx.ConnectError):
             return BackendUnreachable(
-                f"{where} is not reachable. Start it or fix NOVABERG_OPENAI_URL.", **kw
+                f"{WHERE} is not reachable. Start it or fix NOVABERG_OPENAI_URL.", **kw
             )
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
-            return BackendTimeout(f"{where} did not answer in time ({type(exc).__name__}).", **kw)
+            return BackendTimeout(f"{WHERE} did not answer in time ({type(exc).__name__}).", **kw)
         if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | json.JSONDecodeError):
-            return StreamCut(f"{where} cut the stream: {exc}", **kw)
-        return BackendError(f"{where} failed: {type(exc).__name__}: {exc}", **kw)
+            return StreamCut(f"{WHERE} cut the stream: {exc}", **kw)
+        return BackendError(f"{WHERE} failed: {type(exc).__name__}: {exc}", **kw)
 
     async def chat(
         self, request: ChatRequest, on_token: TokenCallback | None = None
@@ -203,9 +216,9 @@ class OpenAICompatBackend:
                 )
                 if response.status_code == 404:
                     raise ModelNotFound(
-                        f"The embedding model {model!r} is not served at {self.base_url} "
-                        f"({response.text[:200]}); set memory.embed_model to one it serves, or "
-                        "unset it to retrieve by full text only.",
+                        f"The embedding model {model!r} is not served by the OpenAI-compatible "
+                        f"server ({response.text[:200]}); set memory.embed_model to one it "
+                        "serves, or unset it to retrieve by full text only.",
                         installed=[],
                         backend=self.name,
                         model=model,
@@ -214,7 +227,7 @@ class OpenAICompatBackend:
                     raise self._http_error(response)
                 data = sorted(response.json()["data"], key=lambda d: d["index"])
                 return [[float(x) for x in d["embedding"]] for d in data]
-        except (asyncio.CancelledError, KeyboardInterrupt, BackendError):
+        except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
             raise self._translate(exc) from None
@@ -275,22 +288,20 @@ class OpenAICompatBackend:
             # request goes out whole, so that the server can answer with the reason.
             self._cut_before_data.append(digest)
             raise StreamCut(
-                f"OpenAI-compatible server at {self.base_url} ended the stream before sending "
-                "anything; if this request is sent again, it goes without streaming so that the "
-                "server can say why.",
+                f"{WHERE} ended the stream before sending anything; if this request is sent "
+                "again, it goes without streaming so that the server can say why.",
                 backend=self.name,
                 model=self.model,
             )
         raise StreamCut(
-            f"OpenAI-compatible server at {self.base_url} ended the stream without [DONE]; "
-            "the answer is incomplete and was not used.",
+            f"{WHERE} ended the stream without [DONE]; the answer is incomplete and was not used.",
             backend=self.name,
             model=self.model,
         )
 
     def _overflow(self, said: str) -> ContextOverflow:
         return ContextOverflow(
-            f"The prompt exceeded the model's context window at {self.base_url} (the server "
+            "The prompt exceeded the model's context window on the OpenAI-compatible server (it "
             f"said: {said[:300]}). Set limits.context_tokens to the server's context size so "
             "that prompts are sized to it, start the server with a larger context (llama.cpp: "
             "--n_ctx), or start a new conversation; the same request is not sent again.",
@@ -308,7 +319,7 @@ class OpenAICompatBackend:
             log.info(
                 "the server at %s refused structured output as %s for %s (HTTP %d); "
                 "asking it for JSON as %s from now on",
-                self.base_url,
+                safe_url(self.base_url),
                 mode,
                 self.model,
                 status,
@@ -317,7 +328,7 @@ class OpenAICompatBackend:
         stepped = JSON_MODES.index(current) > JSON_MODES.index(mode)
         then = f"the next request asks for JSON as {current}" if stepped else "none is left"
         return FormatRefused(
-            f"OpenAI-compatible server at {self.base_url} refused structured output as {mode} "
+            f"{WHERE} refused structured output as {mode} "
             f"(HTTP {status}, a validation error about response_format); {then}.",
             refused=mode,
             stepped_down=stepped,
@@ -339,14 +350,14 @@ class OpenAICompatBackend:
             return self._refused(mode, status)
         if status == 404 and "model" in message.lower():
             return ModelNotFound(
-                f"Model '{self.model}' not found at {self.base_url}: {message}. "
+                f"Model '{self.model}' not found on the OpenAI-compatible server: {message}. "
                 "Set NOVABERG_OPENAI_MODEL to a model the server serves.",
                 installed=[],
                 backend=self.name,
                 model=self.model,
             )
         return BackendHTTPError(
-            f"OpenAI-compatible server at {self.base_url} answered HTTP {status}: {message}",
+            f"{WHERE} answered HTTP {status}: {message}",
             status=status,
             backend=self.name,
             model=self.model,
@@ -363,7 +374,7 @@ class OpenAICompatBackend:
                 self.name,
                 self.model,
                 False,
-                str(err),
+                f"{err} (at {safe_url(self.base_url)})",
                 fix="start the server or fix NOVABERG_OPENAI_URL / NOVABERG_OPENAI_KEY",
             )
         fix = "" if self.model in models or not models else "set NOVABERG_OPENAI_MODEL"
@@ -371,7 +382,7 @@ class OpenAICompatBackend:
             self.name,
             self.model,
             True,
-            f"OpenAI-compatible server at {self.base_url}",
+            f"OpenAI-compatible server at {safe_url(self.base_url)}",
             installed_models=models,
             fix=fix,
         )

@@ -12,6 +12,7 @@ from novaberg.backends.ollama_pool import OllamaPool
 from novaberg.backends.openai_compat import OpenAICompatBackend
 from novaberg.config import BackendName, Settings
 from novaberg.errors import ConfigError
+from novaberg.redaction import safe_url
 
 log = logging.getLogger("novaberg")
 
@@ -72,8 +73,8 @@ async def choose_primary(settings: Settings, notices: list[str]) -> Backend:
         return ollama
     await ollama.aclose()
     notices.append(
-        f"Ollama is not reachable at {settings.ollama_host} (OLLAMA_HOST); using the embedded "
-        "model (tiny and slow). Start Ollama or set NOVABERG_BACKEND to choose."
+        f"Ollama is not reachable at {safe_url(settings.ollama_host)} (OLLAMA_HOST); using the "
+        "embedded model (tiny and slow). Start Ollama or set NOVABERG_BACKEND to choose."
     )
     return make_backend("embedded", settings)
 

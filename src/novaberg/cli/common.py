@@ -11,7 +11,7 @@ import typer
 
 from novaberg.cli.safe import SafeConsole, styled
 from novaberg.errors import ConfigError, NovabergError, UsageError
-from novaberg.text import is_blank, visible
+from novaberg.text import escape_char, invisible_at, is_blank, visible
 
 if TYPE_CHECKING:
     from novaberg.config import LoadedSettings
@@ -46,6 +46,12 @@ def load(user: str | None = None) -> LoadedSettings:
     if user is not None:
         if is_blank(user):
             raise UsageError("--user must not be empty (nor only spaces or invisible characters).")
+        hidden = invisible_at(user)
+        if hidden is not None:
+            raise UsageError(
+                f"--user has an invisible or control character ({escape_char(user[hidden])} at "
+                f"position {hidden + 1}); a user name is one line of characters that show."
+            )
         loaded.settings.user = user
         loaded.origins["user"] = "option --user"
     return loaded

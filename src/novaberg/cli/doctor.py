@@ -30,6 +30,8 @@ async def _diagnose() -> dict[str, Any]:
     vectors = database.pop("vectors", None)
     if vectors is not None:
         fixes.extend(f"memory search by meaning: {fix}" for fix in vectors["fixes"])
+    files = await asyncio.to_thread(_private_files, settings)
+    fixes.extend(f"private files: {fix}" for fix in files["fixes"])  # a warning, not a failure
     return {
         "mode": settings.backend,
         "would_answer": f"{chain.primary.name}/{chain.primary.model}",
@@ -37,6 +39,7 @@ async def _diagnose() -> dict[str, Any]:
         "backends": [asdict(s) for s in statuses],
         "database": database,
         "vectors": vectors,
+        "files": files,
         "fixes": fixes,
         "ok": statuses[0].reachable and not statuses[0].fix and database["ok"],
     }
@@ -67,6 +70,31 @@ def _database(settings: Any) -> dict[str, Any]:
         }
     finally:
         db.close()
+
+
+def _private_files(settings: Any) -> dict[str, Any]:
+    """The modes of the home, its config.toml (which may hold keys) and the database files in
+    it (those that exist): which ones other accounts on this machine can open, and the
+    ``chmod`` that fixes each. PostgreSQL keeps no database file here: only the home and
+    config.toml are looked at then."""
+    from novaberg.storage.private import exposed, file_modes, sqlite_files
+
+    paths = [settings.home, settings.config_file]
+    if settings.database_url is None:
+        paths += sqlite_files(settings.db_path)
+    found = file_modes(paths)
+    fixes = exposed(found)
+    checked = [{"path": str(f.path), "mode": f.shown_mode, "private": f.private} for f in found]
+    return {"private": not fixes, "checked": checked, "fixes": fixes}
+
+
+def _print_files(console: SafeConsole, files: dict[str, Any]) -> None:
+    """One line: are the home and its database files for this account only."""
+    if not files["checked"]:
+        return
+    shown = ", ".join(f"{c['path']} {c['mode']}" for c in files["checked"])
+    state = ("private", "") if files["private"] else ("other accounts can open some", "yellow")
+    console.print(styled("Files: ", state, " — ", shown))
 
 
 def _vectors(settings: Any, db: Any) -> dict[str, Any]:
@@ -158,6 +186,7 @@ def run_doctor(*, as_json: bool) -> None:
                     + f" — vectors: {held or 'none yet'}",
                 )
             )
+        _print_files(console, report["files"])
         if report["fixes"]:
             console.print(styled(("What to fix:", "bold")))
             for fix in report["fixes"]:

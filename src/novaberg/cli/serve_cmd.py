@@ -2,8 +2,8 @@
 
 The socket is bound here, before the engine opens, so ``--port 0`` picks a free port and the
 first line on stdout names the address; the server answers once ``GET /healthz`` does.
-uvicorn's access log names method, path and status only: never a header (keys) or a body
-(messages).
+uvicorn's access log names method, path (without its query string) and status only: never
+a header (keys) or a body (messages). Socket, protocol and timeouts: :mod:`novaberg.server.listen`.
 
 SIGTERM (or Ctrl-C): uvicorn stops accepting connections and waits up to
 ``server.shutdown_grace_s`` for the open ones (a turn answers its request, then the connection
@@ -14,7 +14,6 @@ and second passes left waiting run in the next process (``novaberg serve`` or ``
 
 from __future__ import annotations
 
-import math
 import socket
 import sys
 import time
@@ -22,21 +21,6 @@ import time
 import typer
 
 from novaberg.cli.common import guarded, load, setup_logging
-from novaberg.errors import UsageError
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise UsageError(
-            f"Cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host."
-        ) from exc
-    return sock
 
 
 def run_serve(*, host: str, port: int, verbose: bool) -> None:
@@ -44,22 +28,16 @@ def run_serve(*, host: str, port: int, verbose: bool) -> None:
     import uvicorn
 
     from novaberg.server.app import create_app
+    from novaberg.server.listen import bind, uvicorn_config
 
     settings = guarded(lambda: load().settings)
-    sock = guarded(lambda: _bind(host, port))
+    sock = guarded(lambda: bind(host, port))
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"novaberg serve: http://{shown}:{bound} (OpenAI-compatible base URL: /v1)")
     sys.stdout.flush()
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        log_level="info" if verbose else "warning",
-        access_log=True,
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s),
-    )
+    app = create_app(settings, listen_host=host)
+    config = uvicorn_config(app, settings, verbose=verbose)
 
     class Server(uvicorn.Server):
         """uvicorn's server, noting when its graceful shutdown began: the grace for turns

@@ -20,12 +20,15 @@ from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore, Statement
 from novaberg.storage.db import Database, now
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
+from novaberg.text import field_path, quoted
 
 log = logging.getLogger("novaberg")
 FORMAT = "novaberg-memory-export"
 SCHEMA_VERSION = 2
 """2: every kind in ``memories`` (events included) with validity and provenance, profile
 statements with their sources. Version 1 files (timeline separate) are still read."""
+MAX_DEPTH = 32
+"""The deepest nesting of arrays and objects an import reads (an export has 6)."""
 
 
 class MemoryEntry(BaseModel):
@@ -180,6 +183,15 @@ def parse_export(raw: str | bytes, user: str) -> Export:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise UsageError(f"The file is not JSON ({exc}); nothing was imported.") from None
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError:  # int() refuses more digits (sys.get_int_max_str_digits)
+        raise UsageError(
+            "The file cannot be read as JSON (a number has more than 4300 digits); nothing "
+            "was imported."
+        ) from None
+    if _depth(data) > MAX_DEPTH:
+        raise _too_deep()
     replaced: list[str] = []
     data = _replace_invalid(data, replaced)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -187,7 +199,7 @@ def parse_export(raw: str | bytes, user: str) -> Export:
     version = data.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
         raise UsageError(
-            f"The export has schema version {version!r}; this Novaberg reads 1 to "
+            f"The export has schema version {_shown(version)}; this Novaberg reads 1 to "
             f"{SCHEMA_VERSION}. Update Novaberg; nothing was imported."
         )
     try:
@@ -197,14 +209,14 @@ def parse_export(raw: str | bytes, user: str) -> Export:
             export = Export.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = field_path(first["loc"])
         raise UsageError(
             f"The export is malformed at {where}: {first['msg']}; nothing was imported."
         ) from None
     if export.user != user:
         raise UsageError(
-            f"The export belongs to user {export.user!r}, not {user!r}; import it with "
-            f"--user {export.user} (nothing was imported)."
+            f"The export belongs to user {quoted(export.user)}, not {quoted(user)}; import it "
+            f"with --user {quoted(export.user)} (nothing was imported)."
         )
     export._invalid_utf8 = len(replaced)
     known = {m.id for m in export.memories}
@@ -220,6 +232,33 @@ def parse_export(raw: str | bytes, user: str) -> Export:
                 "not in the file; nothing was imported."
             )
     return export
+
+
+def _shown(value: Any) -> str:
+    """A value of the file as a message repeats it (:func:`novaberg.text.quoted`)."""
+    return quoted(value if isinstance(value, str | int) else json.dumps(value))
+
+
+def _too_deep() -> UsageError:
+    return UsageError(
+        f"The file is nested deeper than {MAX_DEPTH} levels of arrays and objects: it is not a "
+        "Novaberg memory export; nothing was imported."
+    )
+
+
+def _depth(data: Any) -> int:
+    """How deeply arrays and objects nest in parsed JSON, without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(data, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:  # deeper is refused anyway: no need to walk on
+                todo.extend((child, level + 1) for child in value)
+    return deepest
 
 
 def _replace_invalid(value: Any, replaced: list[str]) -> Any:

@@ -36,11 +36,14 @@ INDENT = "  "
 
 _RUN_CHARS = "=<>\uff1d\ufe66\ua78a\u2550\uff1c\uff1e\ufe64\ufe65\u2039\u203a"
 _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-_RUN = re.compile(f"[{_RUN_CHARS}](?:[{_INVISIBLE}]*[{_RUN_CHARS}]){{2,}}")
+# Linear on any text: what a repeat takes is never given back (``*+``, possessive; giving it
+# back could not help, what follows each repeat is none of its characters), and the blanks of
+# a template token are taken by one repeat only (``\s*/?\s*`` tried every split: quadratic).
+_RUN = re.compile(f"[{_RUN_CHARS}](?:[{_INVISIBLE}]*+[{_RUN_CHARS}]){{2,}}")
 _STRUCTURE_CHAR = re.compile(f"[{_RUN_CHARS}]")
 _TEMPLATE_TOKEN = re.compile(
-    r"<(?=\s*(?:\||/?\s*(?:tool_call|tool_response|tool_result|think|start_of_turn|"
-    r"end_of_turn|s|bos|eos|system|user|assistant)\s*>))",
+    r"<(?=\s*+(?:\||(?:/\s*+)?(?:tool_call|tool_response|tool_result|think|start_of_turn|"
+    r"end_of_turn|s|bos|eos|system|user|assistant)\s*+>))",
     re.IGNORECASE,
 )
 _TEMPLATE_CLOSE = re.compile(r"\|>")
@@ -97,7 +100,9 @@ def _is_structure_line(line: str) -> bool:
 def _fold(line: str) -> str:
     """The line as a reader sees it: compatibility forms folded, invisible characters gone."""
     folded = unicodedata.normalize("NFKC", line)
-    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf").casefold()
+    if not folded.isascii():  # no ASCII character is invisible (category Cf)
+        folded = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return folded.casefold()
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.stored_turns import turn_owner
 from novaberg.storage.db import Database
+from novaberg.text import quoted
 
 router = APIRouter(prefix="/api")
 
@@ -90,7 +91,7 @@ async def why(
     db = engine_of(request).db
     found = await db.run(turn_why, db, turn_id, user) if 1 <= turn_id <= MAX_ID else None
     if found is None:
-        raise ApiProblem(404, f"There is no turn {turn_id}.")
+        raise ApiProblem(404, f"There is no turn {quoted(turn_id)}.")
     return found
 
 
@@ -121,5 +122,5 @@ async def family(
     db = engine_of(request).db
     found = await db.run(forget_family, db, user, memory_id) if 1 <= memory_id <= MAX_ID else None
     if found is None:
-        raise ApiProblem(404, f"There is no memory {memory_id}.")
+        raise ApiProblem(404, f"There is no memory {quoted(memory_id)}.")
     return found

@@ -10,7 +10,10 @@ Waking: a writer in this process wakes the stream at once (:data:`user_events.SI
 log is also read every ``server.events_poll_s``, so events written by another process (a
 ``novaberg worker``, a second ``serve`` on one PostgreSQL) arrive too. A comment line every
 ``KEEPALIVE_S`` keeps idle connections open. The stream ends when the client disconnects
-(Starlette cancels it) or the server is told to stop.
+(Starlette cancels it), the server is told to stop, or its key is revoked: each read of the
+log first checks that the key is still active (``users revoke`` in another process, or a new
+key for the same user), so a revoked key receives nothing more. A user may hold
+``server.max_streams`` streams open at once in this process; one more is a 429.
 """
 
 from __future__ import annotations
@@ -18,16 +21,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from novaberg import user_events
 from novaberg.server import sse
-from novaberg.server.auth import engine_of, require_user
+from novaberg.server.auth import bearer_key, engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
+from novaberg.server.limits import StreamSlots
+from novaberg.server.users import UserStore, hash_key
 from novaberg.storage.db import Database
 
 router = APIRouter(prefix="/api", tags=["events"])
@@ -53,7 +59,10 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int | None:
     response_class=StreamingResponse,
     responses={
         200: {"content": {sse.MEDIA_TYPE: {}}, "description": "Server-sent events."},
-        **api_errors((400, "Last-Event-ID is not an event id.")),
+        **api_errors(
+            (400, "Last-Event-ID is not an event id."),
+            (429, "The user has server.max_streams event streams open already."),
+        ),
     },
 )
 async def events(
@@ -71,18 +80,52 @@ async def events(
     if cursor is None:
         cursor = await db.run(user_events.latest_id, db, user)
     poll_s = engine.settings.server.events_poll_s
-    return StreamingResponse(
-        _stream(db, user, cursor, poll_s), media_type=sse.MEDIA_TYPE, headers=sse.HEADERS
+    key = bearer_key(request)
+    assert key is not None  # require_user refused the request otherwise
+    slots: StreamSlots = request.app.state.streams
+    slots.take(user)
+    return _EventStream(
+        _stream(db, hash_key(key), user, cursor, poll_s),
+        release=lambda: slots.release(user),
+        media_type=sse.MEDIA_TYPE,
+        headers=sse.HEADERS,
     )
 
 
-async def _stream(db: Database, user: str, cursor: int, poll_s: float) -> AsyncIterator[str]:
+class _EventStream(StreamingResponse):
+    """A stream that gives its user's slot back when it ends, however it ends."""
+
+    def __init__(self, content: AsyncIterator[str], release: Callable[[], None], **kw: Any):
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def _read_if_active(
+    db: Database, key_hash: str, user: str, cursor: int
+) -> list[user_events.UserEvent] | None:
+    """The next events after ``cursor``; ``None`` once the stream's key is no longer active."""
+    if not UserStore(db).is_active(key_hash):
+        return None
+    return user_events.after(db, user, cursor, BATCH)
+
+
+async def _stream(
+    db: Database, key_hash: str, user: str, cursor: int, poll_s: float
+) -> AsyncIterator[str]:
     with user_events.SIGNAL.listen(user) as woken:
         yield sse.comment("novaberg events")
         quiet_since = time.monotonic()
         while not sse.server_stopping():
             woken.clear()  # before reading: a write after the read sets it again
-            batch = await db.run(user_events.after, db, user, cursor, BATCH)
+            batch = await db.run(_read_if_active, db, key_hash, user, cursor)
+            if batch is None:
+                return  # revoked: the client's next request is a 401
             for item in batch:
                 cursor = item.id
                 if item.data is not None:  # None: forgotten since; nothing to send

@@ -27,6 +27,7 @@ from novaberg.memory.transfer import embed_imported, export_user, import_user, p
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.telemetry import Trace
+from novaberg.text import quoted
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
@@ -39,7 +40,7 @@ def _store(request: Request) -> MemoryStore:
 
 
 def _missing(memory_id: int) -> ApiProblem:
-    return ApiProblem(404, f"There is no memory {memory_id}.")
+    return ApiProblem(404, f"There is no memory {quoted(memory_id)}.")
 
 
 @router.get("")

@@ -36,6 +36,7 @@ from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.server.stored_turns import stored_turn_json, turn_owner
+from novaberg.text import quoted
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg.server")
@@ -198,7 +199,7 @@ async def get_turn(
     db = engine_of(request).db
     row = await db.run(turn_owner, db, turn_id) if 1 <= turn_id <= MAX_ID else None
     if row is None or row["user_id"] != user:
-        raise ApiProblem(404, f"There is no turn {turn_id}.")
+        raise ApiProblem(404, f"There is no turn {quoted(turn_id)}.")
     if row["status"] != "done":
         raise ApiProblem(409, f"Turn {turn_id} is {row['status']}: it has no stored reply.")
     return await db.run(stored_turn_json, db, row, user)

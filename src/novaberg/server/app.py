@@ -27,8 +27,11 @@ from novaberg.server import (
     stats_api,
     web,
 )
+from novaberg.server.cache import NoStore
 from novaberg.server.errors import install_error_handlers
-from novaberg.server.limits import BodyLimit, ConversationBusy
+from novaberg.server.head import HeadAsGet
+from novaberg.server.hosts import HostAllowList, allowed_hosts
+from novaberg.server.limits import BodyLimit, ConversationBusy, StreamSlots
 from novaberg.server.ratelimit import RateLimiter
 from novaberg.worker import Sweeper
 
@@ -91,7 +94,10 @@ class InFlight:
             self.tasks.discard(task)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI:
+    """The app; ``listen_host`` (``novaberg serve --host``) decides the host names it
+    answers to when ``server.allowed_hosts`` is empty (:mod:`novaberg.server.hosts`)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = await Engine.open(settings)
@@ -119,11 +125,18 @@ def create_app(settings: Settings) -> FastAPI:
         title="Novaberg",
         summary="Nova over HTTP: an OpenAI-compatible endpoint over the same engine as the CLI.",
         lifespan=lifespan,
+        # no /docs or /redoc: they load scripts from a CDN, on this origin, where the page
+        # keeps its key; /openapi.json stays
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    app.add_middleware(NoStore)
+    app.add_middleware(HeadAsGet)
     app.state.requests = set()
     app.add_middleware(InFlight, tasks=app.state.requests)
+    app.state.streams = StreamSlots(settings.server.max_streams)
     app.state.limiter = RateLimiter(settings.server.rate_limit_per_minute)
     if settings.server.cors_origins:  # outermost: error answers carry the CORS headers too
         app.add_middleware(
@@ -133,6 +146,10 @@ def create_app(settings: Settings) -> FastAPI:
             allow_headers=CORS_REQUEST_HEADERS,
             expose_headers=CORS_RESPONSE_HEADERS,
         )
+    # outermost of all: a request for another host name is answered by nothing else
+    app.add_middleware(
+        HostAllowList, hosts=allowed_hosts(settings.server.allowed_hosts, listen_host)
+    )
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(openai.router)

@@ -13,7 +13,7 @@ from novaberg.engine import Engine
 from novaberg.server.errors import ApiProblem
 from novaberg.server.frontend import UNAUTHORIZED_HEADERS, end_user, end_user_name
 from novaberg.server.ratelimit import RateLimiter, retry_after
-from novaberg.server.users import UserStore
+from novaberg.server.users import UserStore, malformed_key
 
 SHARED_ROUTES = frozenset({"/v1/models"})
 """Routes that read no user's data: a front-end key may call them without naming an end user
@@ -26,13 +26,31 @@ def engine_of(request: Request) -> Engine:
 
 
 def bearer_key(request: Request) -> str | None:
+    """The key of the request's ``Authorization: Bearer KEY``; ``None`` when it sends none. A
+    header that is not ``Bearer KEY``, or a value that cannot be a key (a character pasted
+    with it, cut when copied: :func:`~novaberg.server.users.malformed_key`), is a 401 that
+    says what is wrong without repeating the value; it is not looked up."""
     header = request.headers.get("authorization")
-    if header is None:
+    if header is None or not header.strip():
         return None
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
+    scheme, _, key = header.strip().partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer":
+        problem: str | None = (
+            "the Authorization header must be 'Bearer KEY' (the word Bearer, a space, the key)."
+        )
+    elif not key:
         return None
-    return key.strip()
+    else:
+        problem = malformed_key(key)
+    if problem is not None:
+        raise ApiProblem(
+            401,
+            f"The API key is malformed: {problem}",
+            code="invalid_api_key",
+            headers=UNAUTHORIZED_HEADERS,
+        )
+    return key
 
 
 async def require_user(request: Request) -> str:

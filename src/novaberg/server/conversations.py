@@ -27,6 +27,8 @@ first message repeated is a new chat more often than a regenerate).
 from __future__ import annotations
 
 import re
+import string
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,11 +47,24 @@ MAX_CANDIDATES = 50
 """The user's newest conversations holding the history's last user message that are compared
 (older ones than that start a new conversation)."""
 
-_REASONING = re.compile(
-    r"<details\b[^>]*type=[\"']reasoning[\"'][^>]*>.*?</details>|<think>.*?</think>",
-    re.DOTALL | re.IGNORECASE,
-)
 _RULE = re.compile(r"\n[ \t]*---[ \t]*\n")
+
+# A reasoning block is ``<details ... type="reasoning" ...>...</details>`` (the type in either
+# quotes, anywhere inside the tag) or ``<think>...</think>``, upper or lower case, up to its first
+# close; one that does not close stays text. They are found in one pass over the text: a regular
+# expression with ``[^>]*type=...[^>]*>.*?`` backtracks cubically on a repeated unclosed tag.
+_FOLD = str.maketrans(
+    string.ascii_uppercase + "\u0130\u0131\u212a\u017f", string.ascii_lowercase + "iiks"
+)
+"""ASCII letters to lower case, and the letters that ``re.IGNORECASE`` takes for ``i``,
+``k`` and ``s`` (dotted and dotless I, KELVIN SIGN, LONG S): one character for one, so that
+positions in the folded text are positions in the text."""
+_THINK_OPEN, _THINK_CLOSE = re.compile("<think>"), re.compile("</think>")
+_DETAILS_OPEN, _DETAILS_CLOSE = re.compile(r"<details\b"), re.compile("</details>")
+_TAG_END = re.compile(">")
+_REASONING_TYPE = re.compile(r"type=[\"']reasoning[\"']")
+_NONE = (sys.maxsize, sys.maxsize)
+"""No block (further on)."""
 
 Said = tuple[str, str]
 """(role, text) of one message."""
@@ -71,8 +86,81 @@ class _Stored:
     """The reply of a self-triggered turn (a follow-up)."""
 
 
+class _Next:
+    """Where a pattern next occurs in a text, asked for positions that only grow: what was
+    searched is not searched again, so all the asking together reads the text once."""
+
+    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
+        self._pattern = pattern
+        self._text = text
+        self._searched_from = sys.maxsize
+        self._found = -1
+
+    def at(self, start: int) -> int:
+        """The first occurrence at or after ``start``; -1 when there is none."""
+        if self._searched_from <= start and (self._found < 0 or start <= self._found):
+            return self._found
+        match = self._pattern.search(self._text, start)
+        self._searched_from, self._found = start, match.start() if match else -1
+        return self._found
+
+
+class _Blocks:
+    """The reasoning blocks of one (folded) text, the next of each kind from a position on."""
+
+    def __init__(self, folded: str) -> None:
+        self._think_open = _Next(_THINK_OPEN, folded)
+        self._think_close = _Next(_THINK_CLOSE, folded)
+        self._details_open = _Next(_DETAILS_OPEN, folded)
+        self._details_close = _Next(_DETAILS_CLOSE, folded)
+        self._tag_end = _Next(_TAG_END, folded)
+        self._reasoning_type = _Next(_REASONING_TYPE, folded)
+
+    def think(self, start: int) -> tuple[int, int]:
+        """(start, end) of the first ``<think>`` block at or after ``start``."""
+        opened = self._think_open.at(start)
+        if opened < 0:
+            return _NONE
+        closed = self._think_close.at(opened + len("<think>"))
+        return _NONE if closed < 0 else (opened, closed + len("</think>"))
+
+    def details(self, start: int) -> tuple[int, int]:
+        """(start, end) of the first ``<details type="reasoning">`` block at or after
+        ``start``."""
+        while (opened := self._details_open.at(start)) >= 0:
+            tag_end = self._tag_end.at(opened + len("<details"))
+            typed = self._reasoning_type.at(opened + len("<details"))
+            if tag_end < 0 or typed < 0:
+                return _NONE  # no later tag ends, or none is of the reasoning type
+            if typed < tag_end:
+                closed = self._details_close.at(tag_end + 1)
+                return _NONE if closed < 0 else (opened, closed + len("</details>"))
+            start = tag_end + 1  # the tags opened before this ">" end there, untyped too
+        return _NONE
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without its reasoning blocks (see above), in time linear in its length."""
+    blocks = _Blocks(text.translate(_FOLD))
+    kept: list[str] = []
+    position = 0
+    think = details = (-1, -1)
+    while True:
+        if think[0] < position:
+            think = blocks.think(position)
+        if details[0] < position:
+            details = blocks.details(position)
+        start, end = min(think, details)
+        if start == _NONE[0]:
+            break
+        kept.append(text[position:start])
+        position = end
+    kept.append(text[position:])
+    return "".join(kept)
+
+
 def _pieces(text: str) -> list[str]:
-    cleaned = _REASONING.sub("", text)
+    cleaned = strip_reasoning(text)
     return [p.strip() for p in _RULE.split(cleaned) if p.strip()]
 
 

@@ -1,6 +1,8 @@
 """The error shapes: ``/v1`` answers as OpenAI does (``{"error": {"message", "type",
 "code"}}``), every other route as FastAPI does (``{"detail": ...}``). Bad input is a 4xx in
-that shape, never a 500 and never a stack trace.
+that shape, never a 500 and never a stack trace; a body that cannot be parsed is a 400
+(``invalid_request`` on ``/v1``), and a value of the request an error repeats is cut and
+quoted (:func:`novaberg.text.quoted`).
 
 ``type`` on ``/v1`` is the one OpenAI's API sends for the status (:data:`OPENAI_TYPES`); the
 official client chooses its exception class by the status alone (401 ``AuthenticationError``,
@@ -23,6 +25,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+
+from novaberg.text import field_path, quoted
 
 log = logging.getLogger("novaberg.server")
 
@@ -85,14 +89,45 @@ def error_response(
 
 
 def _validation_message(exc: RequestValidationError) -> str:
-    """Where the request was wrong and how, without echoing what it sent."""
+    """Where the request was wrong and how, without echoing what it sent (a key it chose is
+    named cut and quoted: :func:`novaberg.text.field_path`)."""
     parts = []
     for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        where = field_path([p for p in err.get("loc", ()) if p != "body"]) or "body"
         if err.get("type") == "json_invalid":
             return "The request body is not valid JSON."
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        parts.append(f"{where}: {_one_line(str(err.get('msg', 'invalid')))}")
     return "Invalid request: " + "; ".join(parts)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """A validation message as it is (pydantic's never repeats the input), unless it could
+    forge a line or is long (a validator's own text might repeat it): then quoted, cut."""
+    return text if len(text) <= limit and text.isprintable() else quoted(text, limit)
+
+
+BODY_FAILURES: dict[type[BaseException], str] = {
+    RecursionError: "The request body is nested too deeply to be read as JSON.",
+    UnicodeDecodeError: "The request body is not valid JSON: it is not UTF-8.",
+    ValueError: "The request body is not valid JSON that can be read (a number with more "
+    "than 4300 digits?).",
+}
+"""What FastAPI's own "There was an error parsing the body" (a 400 raised from what reading
+the JSON raised) says instead, by that error's class (the first that matches: a
+``UnicodeDecodeError`` is a ``ValueError`` too)."""
+
+
+FASTAPI_BODY_FAILURE = "There was an error parsing the body"
+
+
+def _body_failure(exc: HTTPException) -> str | None:
+    """The clear message for FastAPI's parse error of a body, ``None`` for any other error."""
+    if isinstance(exc, ApiProblem) or exc.detail != FASTAPI_BODY_FAILURE:
+        return None
+    for kind, message in BODY_FAILURES.items():
+        if isinstance(exc.__cause__, kind):
+            return message
+    return "The request body cannot be read as JSON."
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -101,12 +136,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         code = getattr(exc, "code", None) or {
+            400: "invalid_request",
             401: "invalid_api_key",
             404: "not_found",
             405: "method_not_allowed",
             413: "request_too_large",
         }.get(exc.status_code)
-        return error_response(request.url.path, exc.status_code, str(exc.detail), code, exc.headers)
+        message = _body_failure(exc) or str(exc.detail)
+        return error_response(request.url.path, exc.status_code, message, code, exc.headers)
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

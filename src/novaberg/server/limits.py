@@ -1,9 +1,12 @@
 """Limits on what the server takes: the body cap (a request body larger than
 ``server.max_body_bytes`` is refused with 413 before any route reads it; bodies under the cap
 are read whole and handed on), one running turn per conversation (409), and a full model queue
-(503). The per-user rate limit is :mod:`novaberg.server.ratelimit`."""
+(503), and ``server.max_streams`` event streams per user (429). The per-user rate limit is
+:mod:`novaberg.server.ratelimit`."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -84,6 +87,8 @@ class ConversationBusy:
         self._running.discard(conversation)
 
 
+STREAM_RETRY_AFTER_S = 5
+"""What ``Retry-After`` says when a user has all their event streams open."""
 QUEUE_RETRY_AFTER_S = 5
 """What ``Retry-After`` says when the model queue is full (a hint: a turn is several calls)."""
 
@@ -99,3 +104,31 @@ def refuse_when_queue_full(queue: ModelQueue, max_queue: int) -> None:
             code="queue_full",
             headers={"Retry-After": str(QUEUE_RETRY_AFTER_S)},
         )
+
+
+class StreamSlots:
+    """At most ``limit`` open ``/api/events`` streams per user in this process (each holds a
+    connection and a task for as long as the client keeps it)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: Counter[str] = Counter()
+
+    def take(self, user: str) -> None:
+        if self._open[user] >= self.limit:
+            raise ApiProblem(
+                429,
+                f"This user has {self._open[user]} event streams open (server.max_streams); "
+                "close one before opening another.",
+                code="too_many_streams",
+                headers={"Retry-After": str(STREAM_RETRY_AFTER_S)},
+            )
+        self._open[user] += 1
+
+    def release(self, user: str) -> None:
+        self._open[user] -= 1
+        if self._open[user] <= 0:
+            del self._open[user]
+
+    def open(self, user: str) -> int:
+        return self._open[user]

@@ -41,6 +41,7 @@ from novaberg.server.conversations import (
 )
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
 from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
+from novaberg.text import quoted
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg.server")
@@ -173,7 +174,7 @@ async def chat_completions(
     if body.model != MODEL_ID:
         raise ApiProblem(
             404,
-            f"The model {body.model!r} does not exist; use {MODEL_ID!r}.",
+            f"The model {quoted(body.model)} does not exist; use {MODEL_ID!r}.",
             code="model_not_found",
         )
     engine = engine_of(request)

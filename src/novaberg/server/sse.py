@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 MEDIA_TYPE = "text/event-stream"
-HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 """No caching, and no buffering by a proxy in front (nginx reads ``X-Accel-Buffering``)."""
 
 

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 
 from novaberg.errors import UsageError
 from novaberg.storage.db import Database, now
-from novaberg.text import is_blank
+from novaberg.text import escape_char, invisible_at, is_blank, quoted
 
 KEY_PREFIX = "nb-"
+KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+"""What a key is written with: its prefix and URL-safe base64 (:func:`new_key`)."""
+KEY_LENGTH = len(KEY_PREFIX) + 43
+"""``nb-`` and 32 random bytes in unpadded URL-safe base64."""
 MAX_NAME_CHARS = 200
 
 
@@ -34,11 +38,18 @@ class ApiUser:
 
 
 def validate_name(name: str) -> str:
-    """A user name as ``--user`` takes it (not blank, at most 200 characters); ``/`` is kept
-    for the end users a front-end key names (``NAME/ID``)."""
+    """A user name as ``--user`` takes it (not blank, at most 200 characters, one line of
+    characters that show: it is printed on a line of its own by ``novaberg users list``);
+    ``/`` is kept for the end users a front-end key names (``NAME/ID``)."""
     if is_blank(name):
         raise UsageError(
             "The user name must not be empty (nor only spaces or invisible characters)."
+        )
+    hidden = invisible_at(name)
+    if hidden is not None:
+        raise UsageError(
+            f"The user name has an invisible or control character ({escape_char(name[hidden])} "
+            f"at position {hidden + 1}); a name is one line of characters that show."
         )
     if len(name) > MAX_NAME_CHARS:
         raise UsageError(
@@ -49,6 +60,31 @@ def validate_name(name: str) -> str:
             "The user name must not contain '/' (it separates a front-end's end users)."
         )
     return name
+
+
+def malformed_key(key: str) -> str | None:
+    """Why ``key`` (as a header carries it: one character per byte) cannot be a key this
+    server issues, in words that never repeat it; ``None`` when it has a key's form."""
+    for index, ch in enumerate(key):
+        if ch not in KEY_CHARS:
+            return (
+                f"character {index + 1} is {_foreign(ch)}; a key has only letters, digits, "
+                "- and _. Copy it again."
+            )
+    if not key.startswith(KEY_PREFIX):
+        return f"it does not start with {KEY_PREFIX!r}, as every key of novaberg users add does."
+    if len(key) != KEY_LENGTH:
+        return f"it has {len(key)} characters; a key has {KEY_LENGTH} (was it cut when copied?)."
+    return None
+
+
+def _foreign(ch: str) -> str:
+    """A character that is no part of a key, as :func:`malformed_key` names it."""
+    if ord(ch) > 127:
+        return "not ASCII (an invisible character such as a zero-width space pasted with it?)"
+    if ch.isspace():
+        return "a space"
+    return repr(ch) if ch.isprintable() else escape_char(ch)
 
 
 def hash_key(key: str) -> str:
@@ -107,7 +143,7 @@ class UserStore:
                 (now(), name),
             ).rowcount
         if changed != 1:
-            raise UsageError(f"There is no user {name!r} with an active key.")
+            raise UsageError(f"There is no user {quoted(name)} with an active key.")
 
     def list(self) -> list[ApiUser]:
         rows = self.db.query(
@@ -127,3 +163,12 @@ class UserStore:
             return None
         user = _row_user(row)
         return user if user.active else None
+
+    def is_active(self, key_hash: str) -> bool:
+        """Whether the key with this hash is still a user's active key (not revoked, not
+        replaced by a new key)."""
+        found = self.db.scalar(
+            "SELECT COUNT(*) FROM api_users WHERE key_hash = ? AND revoked_at IS NULL",
+            (key_hash,),
+        )
+        return bool(found)

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, Literal, Protocol
 
 from novaberg.errors import StorageError
+from novaberg.storage.private import private_file
 
 Dialect = Literal["sqlite", "postgres"]
 Params = Sequence[Any]
@@ -143,7 +144,9 @@ class SqliteConnection:
 
     def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
         self.where = str(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 in a home created 0700 before SQLite opens it (SQLite would make it
+        # 0644); its -wal and -shm files take the database's mode.
+        private_file(path)
         self.raw = _DRIVER.connect(
             path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )

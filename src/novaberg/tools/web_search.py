@@ -1,8 +1,9 @@
 """``web_search`` through a SearxNG instance's JSON API (``NOVABERG_SEARXNG_URL``).
 
 Without a configured instance the tool says clearly that search is unavailable. A failure
-names the instance (scheme, host and port) and what went wrong, never the query: httpx's own
-messages carry the whole URL, query string included, and tool failures are logged.
+names the instance by its setting and says what went wrong, never its address nor the query:
+httpx's own messages carry the whole URL (userinfo and query string included), tool failures
+are logged, and what the tool says goes to the model, which may repeat it to the user.
 """
 
 from __future__ import annotations
@@ -20,12 +21,6 @@ class WebSearchFailed(NovabergError):
     """The SearxNG instance did not give results; the message names it, never the query."""
 
 
-def _origin(url: str) -> str:
-    parsed = httpx.URL(url)
-    port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.scheme}://{parsed.host}{port}"
-
-
 async def web_search(arguments: SearchArguments, env: ToolEnv) -> str:
     url = env.settings.searxng_url
     if not url:
@@ -33,7 +28,7 @@ async def web_search(arguments: SearchArguments, env: ToolEnv) -> str:
             "Web search is unavailable: no SearxNG instance is configured "
             "(NOVABERG_SEARXNG_URL). Answer from what you know, and say so."
         )
-    where = f"SearxNG at {_origin(url)}"
+    where = "SearxNG (NOVABERG_SEARXNG_URL)"
     try:
         async with httpx.AsyncClient(timeout=env.settings.timeouts.connect_s * 2) as client:
             response = await client.get(

@@ -1,16 +1,42 @@
 // Talking to the server: the key from sessionStorage (this tab only) in the Authorization
 // header, never in a URL; Server-Sent Events read with fetch() and a stream reader
 // (EventSource cannot send a header).
+// Every request runs under the signed-in key's session: signing out or in aborts all of the
+// last key's requests and its event stream, so no answer for it reaches the page afterwards.
 const KEY = "novaberg.key";
+const SHAPE = /^[\x21-\x7e]+$/; // what a key can be: printable ASCII (an HTTP header's value)
+const PASTED = /[\s\p{Cc}\p{Cf}]/gu; // whitespace, NBSP, BOM, zero-width and bidi characters
+let session = new AbortController();
+
+function newSession() {
+  session.abort();
+  session = new AbortController();
+}
 
 export function key() {
-  return sessionStorage.getItem(KEY);
+  const k = sessionStorage.getItem(KEY);
+  return k && SHAPE.test(k) ? k : null;
 }
 export function setKey(value) {
+  newSession();
   sessionStorage.setItem(KEY, value);
 }
 export function dropKey() {
+  newSession();
   sessionStorage.removeItem(KEY);
+}
+/** The signal of the present key's requests: aborted when it signs out or another signs in. */
+export function sessionSignal() {
+  return session.signal;
+}
+
+/**
+ * A key as pasted, without the whitespace and invisible characters a copy brings along (a
+ * key has none): {key, foreign: the characters left that no key has}.
+ */
+export function pastedKey(raw) {
+  const clean = String(raw).replace(PASTED, "");
+  return { key: clean, foreign: [...new Set(clean.replace(/[\x21-\x7e]/g, ""))] };
 }
 
 export class ApiError extends Error {
@@ -42,7 +68,8 @@ async function failure(response) {
 
 /** fetch with the key; a non-2xx answer or a network failure throws ApiError. */
 export async function request(method, path, { json, body, signal, accept } = {}) {
-  const init = { method, headers: headers(accept ? { Accept: accept } : {}), signal };
+  const mine = signal ? AbortSignal.any([signal, session.signal]) : session.signal;
+  const init = { method, headers: headers(accept ? { Accept: accept } : {}), signal: mine };
   if (json !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(json);
@@ -106,16 +133,17 @@ export async function readEvents(response, onEvent) {
  */
 export function followEvents(onEvent, onState) {
   const controller = new AbortController();
+  const signal = AbortSignal.any([controller.signal, session.signal]);
   let last = null;
   let wait = 500;
   (async () => {
-    while (!controller.signal.aborted) {
+    while (!signal.aborted) {
       try {
         const extra = { Accept: "text/event-stream" };
         if (last) extra["Last-Event-ID"] = last;
         const response = await fetch("/api/events", {
           headers: headers(extra),
-          signal: controller.signal,
+          signal,
         });
         if (response.status === 404 || response.status === 401) {
           onState?.(response.status);
@@ -128,8 +156,8 @@ export function followEvents(onEvent, onState) {
           if (event.id) last = event.id;
           onEvent(event);
         });
-      } catch (err) {
-        if (controller.signal.aborted) return;
+      } catch {
+        if (signal.aborted) return;
         onState?.(0);
       }
       await new Promise((resolve) => setTimeout(resolve, wait));

@@ -1,12 +1,12 @@
 // The page's entry point: language, signing in and out, the views, the event stream.
-import { dropKey, followEvents, getJSON, key, setKey } from "./api.js";
+import { dropKey, followEvents, getJSON, key, pastedKey, setKey } from "./api.js";
 import { addFollowup, isRunning, newConversation, refreshConversations, resetChat, setupChat, stop } from "./chat.js";
-import { $ } from "./dom.js";
+import { $, setText } from "./dom.js";
 import { setLanguage, t } from "./i18n.js";
-import { setupMemory, showMemory } from "./memory.js";
-import { loadStats, setupStats } from "./stats.js";
+import { resetMemory, setupMemory, showMemory } from "./memory.js";
+import { loadStats, resetStats, setupStats } from "./stats.js";
 import { clearBanners, errorBanner } from "./ui.js";
-import { setupWhy } from "./why.js";
+import { resetWhy, setupWhy } from "./why.js";
 
 const VIEWS = ["chat", "memory", "stats"];
 let stopEvents = null;
@@ -42,17 +42,40 @@ function signedIn() {
   if ($("view-chat").hidden === false) $("message").focus();
 }
 
+/** Empties every view, dialog and cache of the page, and stops the last key's event stream. */
+function forgetEverything() {
+  stopEvents?.();
+  stopEvents = null;
+  for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
+  resetChat();
+  resetWhy();
+  resetMemory();
+  resetStats();
+  clearBanners();
+}
+
+function codePoint(ch) {
+  return `${ch} U+${ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
 async function signIn(event) {
   event.preventDefault();
-  const value = $("key").value.trim();
+  const { key: value, foreign } = pastedKey($("key").value);
+  const error = $("signin-error");
+  setText(error, "");
+  if (foreign.length) {
+    const chars = foreign.slice(0, 8).map(codePoint).join(", ") + (foreign.length > 8 ? ", …" : "");
+    setText(error, t("key_foreign", { chars }));
+    return;
+  }
   if (!value) return;
-  $("signin-error").textContent = "";
+  forgetEverything(); // a view is emptied before anything loads for this key
   setKey(value);
   try {
     await getJSON("/api/conversations?limit=1");
   } catch (err) {
     dropKey();
-    if (err.status === 401) $("signin-error").textContent = t("key_refused");
+    if (err.status === 401) setText(error, t("key_refused"));
     else errorBanner(err);
     return;
   }
@@ -63,11 +86,8 @@ async function signIn(event) {
 }
 
 function signOut() {
-  stopEvents?.();
-  stopEvents = null;
-  resetChat();
-  dropKey();
-  clearBanners();
+  dropKey(); // aborts every request of this key
+  forgetEverything();
   history.replaceState(null, "", "/");
   show(null);
   $("key").focus();

@@ -1,7 +1,7 @@
 // The chat: conversations, sending (streamed when the server streams), the pipeline's
 // progress on one live line, follow-ups from the turn and from /api/events, stopping a turn.
-import { ApiError, getJSON, key, readEvents, request } from "./api.js";
-import { $, clear, h, when } from "./dom.js";
+import { ApiError, getJSON, key, readEvents, request, sessionSignal } from "./api.js";
+import { $, clear, h, setText, when } from "./dom.js";
 import { lang, t } from "./i18n.js";
 import { errorBanner } from "./ui.js";
 import { openWhy } from "./why.js";
@@ -29,8 +29,7 @@ function whyButton(turnId) {
 
 function message(role, text, turnId, label) {
   const who = label || (role === "user" ? t("you") : t("nova"));
-  const body = h("p", { class: "text" });
-  body.textContent = text;
+  const body = h("p", { class: "text", text });
   const li = h(
     "li",
     { class: `message ${role}`, "data-turn": turnId ?? "" },
@@ -64,7 +63,7 @@ export function addFollowup(turnId, text, conversation) {
 }
 
 function progress(text) {
-  $("progress").textContent = text || "";
+  setText($("progress"), text || "");
 }
 
 export async function refreshConversations() {
@@ -103,6 +102,7 @@ export async function refreshConversations() {
 }
 
 export async function openConversation(id) {
+  const signal = sessionSignal();
   state.conversation = id;
   state.shown.clear();
   clear($("messages"));
@@ -113,6 +113,7 @@ export async function openConversation(id) {
   } catch (err) {
     errorBanner(err);
   }
+  if (signal.aborted) return; // signed out meanwhile
   refreshConversations();
   $("message").focus();
 }
@@ -128,7 +129,7 @@ export function newConversation() {
 
 function finish(li, result) {
   state.conversation = result.conversation_id;
-  li.querySelector(".text").textContent = result.reply;
+  setText(li.querySelector(".text"), result.reply);
   setTurn(li, result.turn_id);
   for (const f of result.followups || []) addFollowup(f.turn_id, f.reply);
 }
@@ -164,9 +165,9 @@ async function send() {
           progress(t("progress_node", { node: trail.join(" → ") }));
         } else if (event === "token") {
           streamed += data.text;
-          li.querySelector(".text").textContent = streamed;
+          setText(li.querySelector(".text"), streamed);
         } else if (event === "reply") {
-          li.querySelector(".text").textContent = data.text;
+          setText(li.querySelector(".text"), data.text);
           setTurn(li, data.turn_id);
         } else if (event === "followup") {
           addFollowup(data.turn_id, data.text);
@@ -187,14 +188,16 @@ async function send() {
       errorBanner(err);
     }
   } finally {
-    state.running = null;
-    $("stop").hidden = true;
     li.removeAttribute("aria-busy");
     if (!li.querySelector(".text").textContent && (failed || stopped)) li.remove();
-    progress(stopped ? t("stopped") : "");
-    const waiting = state.pending.splice(0);
-    for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation);
-    refreshConversations();
+    if (state.running === controller) { // not signed out meanwhile (that emptied the chat)
+      state.running = null;
+      $("stop").hidden = true;
+      progress(stopped ? t("stopped") : "");
+      const waiting = state.pending.splice(0);
+      for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation);
+      refreshConversations();
+    }
   }
 }
 
@@ -223,9 +226,12 @@ export function setupChat() {
 
 export function resetChat() {
   stop();
+  state.running = null;
   state.conversation = null;
   state.shown.clear();
   state.pending = [];
+  $("stop").hidden = true;
+  $("composer").reset(); // a draft too
   clear($("messages"));
   clear($("conversation-list"));
   progress("");

@@ -1,17 +1,47 @@
-// Building DOM nodes. Every text goes in as a text node or textContent: never innerHTML.
+// Building DOM nodes. Every text goes in as a text node or textContent (never innerHTML),
+// through visible(): what cannot be seen is shown escaped, as the CLI shows it.
 const SVG_NS = "http://www.w3.org/2000/svg";
+// novaberg.text.visible: controls (newline and tab kept), format characters (bidi controls,
+// zero-width characters), surrogates, line and paragraph separators
+const HIDDEN = /[\0-\x08\x0b-\x1f\x7f-\x9f\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u;
+const JOINED = /[\p{So}\p{Sk}\u{fe00}-\u{fe0f}\u{e0100}-\u{e01ef}]/u; // a ZWJ after these joins emoji
+
+function escaped(ch) {
+  const code = ch.codePointAt(0);
+  const [mark, digits] = code < 0x100 ? ["x", 2] : code < 0x10000 ? ["u", 4] : ["U", 8];
+  return `\\${mark}${code.toString(16).padStart(digits, "0")}`;
+}
+
+/** `value` as text with every hidden character written as its escape ("\u202e"). */
+export function visible(value) {
+  const text = String(value ?? "");
+  if (!HIDDEN.test(text)) return text;
+  let out = "";
+  let previous = "";
+  for (const ch of text.replaceAll("\r\n", "\n")) {
+    out += HIDDEN.test(ch) && !(ch === "\u200d" && JOINED.test(previous)) ? escaped(ch) : ch;
+    previous = ch;
+  }
+  return out;
+}
+
+/** Sets an element's text (shown as visible() writes it). */
+export function setText(el, value) {
+  el.textContent = visible(value);
+  return el;
+}
 
 function fill(el, props, children) {
   for (const [k, v] of Object.entries(props || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") el.setAttribute("class", v);
-    else if (k === "text") el.textContent = String(v);
+    else if (k === "text") setText(el, v);
     else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v === true ? "" : String(v));
+    else el.setAttribute(k, v === true ? "" : visible(v));
   }
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.append(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return el;
 }

@@ -1,4 +1,6 @@
 // The page's words in English and German; the server's `language` setting chooses.
+import { setText } from "./dom.js";
+
 const EN = {
   skip: "Skip to content",
   nav_chat: "Chat", nav_memory: "Memory", nav_stats: "Stats", sign_out: "Sign out",
@@ -6,6 +8,7 @@ const EN = {
   signin_help: "Paste the API key that novaberg users add printed. It is kept for this tab only.",
   key_label: "API key", sign_in: "Sign in",
   key_refused: "The server refused this key (wrong or revoked).",
+  key_foreign: "This key contains characters a key never has ({chars}); paste it again.",
   conversations: "Conversations", new_conversation: "New conversation",
   conversation: "Conversation", turn: "turn", turns: "turns", no_conversations: "No conversations yet.",
   message_label: "Message to Nova", message_placeholder: "Write to Nova…",
@@ -66,6 +69,7 @@ const DE = {
   signin_help: "Füge den API-Schlüssel ein, den novaberg users add ausgegeben hat. Er bleibt nur in diesem Tab.",
   key_label: "API-Schlüssel", sign_in: "Anmelden",
   key_refused: "Der Server hat diesen Schlüssel abgelehnt (falsch oder widerrufen).",
+  key_foreign: "Dieser Schlüssel enthält Zeichen, die ein Schlüssel nie hat ({chars}); füge ihn erneut ein.",
   conversations: "Gespräche", new_conversation: "Neues Gespräch",
   conversation: "Gespräch", turn: "Runde", turns: "Runden", no_conversations: "Noch keine Gespräche.",
   message_label: "Nachricht an Nova", message_placeholder: "Schreib Nova…",
@@ -126,7 +130,7 @@ export function setLanguage(code) {
   lang = code === "de" ? "de" : "en";
   current = lang === "de" ? DE : EN;
   document.documentElement.lang = lang;
-  for (const el of document.querySelectorAll("[data-t]")) el.textContent = t(el.dataset.t);
+  for (const el of document.querySelectorAll("[data-t]")) setText(el, t(el.dataset.t));
   for (const el of document.querySelectorAll("[data-tp]")) el.placeholder = t(el.dataset.tp);
 }
 

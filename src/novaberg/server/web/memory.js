@@ -2,13 +2,14 @@
 // profile with its sources, the timeline, background jobs, forget (with what else goes),
 // export (download) and import (upload; the server checks it as the CLI does).
 import { getJSON, request } from "./api.js";
-import { $, clear, h, when } from "./dom.js";
+import { $, clear, h, setText, when } from "./dom.js";
 import { lang, t } from "./i18n.js";
 import { confirmDialog, errorBanner } from "./ui.js";
 import { openWhy } from "./why.js";
 
 const TABS = ["items", "profile", "timeline", "jobs", "transfer"];
 const known = new Map(); // id → text of the items last listed (for the profile's sources)
+let exported = null; // the object URL of the last export, until it is revoked
 
 function superseded(m) {
   return m.valid_to !== null && m.valid_to !== undefined;
@@ -48,11 +49,14 @@ export async function loadItems(query) {
     const { items } = await getJSON(path);
     clear(list);
     for (const m of items) list.append(itemRow(m));
-    $("memory-summary").textContent = lastQuery
-      ? t("memory_found", { n: items.length, q: lastQuery })
-      : items.length
-        ? t("memory_count", { n: items.length })
-        : t("memory_none");
+    setText(
+      $("memory-summary"),
+      lastQuery
+        ? t("memory_found", { n: items.length, q: lastQuery })
+        : items.length
+          ? t("memory_count", { n: items.length })
+          : t("memory_none"),
+    );
   } catch (err) {
     errorBanner(err);
   }
@@ -76,9 +80,9 @@ async function forget(id) {
   if (!(await confirmDialog(t("confirm_title"), body))) return;
   try {
     const done = await (await request("DELETE", `/api/memory/${id}`)).json();
-    $("memory-summary").textContent = t("forgotten", { n: done.ids.length });
+    setText($("memory-summary"), t("forgotten", { n: done.ids.length }));
     await loadItems(lastQuery);
-    $("memory-summary").textContent = t("forgotten", { n: done.ids.length });
+    setText($("memory-summary"), t("forgotten", { n: done.ids.length }));
   } catch (err) {
     errorBanner(err);
   }
@@ -90,7 +94,12 @@ async function loadProfile() {
     const profile = await getJSON("/api/memory/profile");
     const wanted = Object.values(profile).flatMap((p) => p.statements.flatMap((st) => st.sources));
     if (wanted.some((id) => !known.has(id))) {
-      for (const m of (await getJSON("/api/memory?limit=1000")).items) known.set(m.id, m.text);
+      try {
+        for (const m of (await getJSON("/api/memory?limit=1000")).items) known.set(m.id, m.text);
+      } catch (err) {
+        if (err.name === "AbortError") return;
+        errorBanner(err); // the profile shows, its sources by number only
+      }
     }
     const parts = Object.keys(profile);
     if (!parts.length) panel.append(h("p", { class: "muted" }, t("profile_none")));
@@ -175,6 +184,7 @@ async function exportFile() {
   try {
     const blob = await (await request("GET", "/api/memory/export")).blob();
     const url = URL.createObjectURL(blob);
+    exported = url;
     const a = h("a", { href: url, download: "novaberg-memory.json", hidden: true });
     document.body.append(a);
     a.click();
@@ -190,21 +200,25 @@ async function importFile(file) {
   try {
     const result = await (await request("POST", "/api/memory/import", { body: await file.text() })).json();
     const counts = Object.entries(result.imported).map(([k, v]) => `${k} ${v}`).join(", ");
-    status.textContent = t("imported", { counts });
+    setText(status, t("imported", { counts }));
   } catch (err) {
-    if (err.status === 400) status.textContent = t("import_failed", { detail: err.detail });
+    if (err.status === 400) setText(status, t("import_failed", { detail: err.detail }));
     else errorBanner(err);
   }
   $("import-file").value = "";
 }
 
-function select(tab) {
+function mark(tab) {
   for (const name of TABS) {
     const on = name === tab;
     $(`tab-${name}`).setAttribute("aria-selected", String(on));
     $(`tab-${name}`).tabIndex = on ? 0 : -1;
     $(`panel-${name}`).hidden = !on;
   }
+}
+
+function select(tab) {
+  mark(tab);
   if (tab === "items") loadItems(lastQuery);
   else if (tab === "profile") loadProfile();
   else if (tab === "timeline") loadTimeline();
@@ -213,6 +227,19 @@ function select(tab) {
 
 export function showMemory() {
   select(TABS.find((n) => $(`tab-${n}`).getAttribute("aria-selected") === "true") || "items");
+}
+
+/** Forgets everything shown or cached for the last key (sign-out, another key signing in). */
+export function resetMemory() {
+  known.clear();
+  lastQuery = null;
+  if (exported) URL.revokeObjectURL(exported);
+  exported = null;
+  $("memory-search").reset();
+  $("import-file").value = "";
+  for (const id of ["memory-list", "memory-summary", "transfer-status"]) clear($(id));
+  for (const name of ["profile", "timeline", "jobs"]) clear($(`panel-${name}`));
+  mark("items");
 }
 
 export function setupMemory() {

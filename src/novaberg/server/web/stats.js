@@ -83,6 +83,12 @@ export async function loadStats() {
   }
 }
 
+/** Forgets the last key's stats. */
+export function resetStats() {
+  clear($("stats-body"));
+  $("stats-form").reset();
+}
+
 export function setupStats() {
   $("stats-form").addEventListener("submit", (e) => {
     e.preventDefault();

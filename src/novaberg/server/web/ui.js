@@ -1,5 +1,5 @@
 // Banners for errors and the confirmation dialog.
-import { $, h } from "./dom.js";
+import { $, h, setText } from "./dom.js";
 import { t } from "./i18n.js";
 
 export function banner(text, kind = "error") {
@@ -31,7 +31,7 @@ export function errorBanner(err) {
 /** Shows the confirmation dialog; resolves true when the user confirms. */
 export function confirmDialog(title, body) {
   const dialog = $("confirm");
-  $("confirm-title").textContent = title;
+  setText($("confirm-title"), title);
   $("confirm-body").replaceChildren(...body);
   return new Promise((resolve) => {
     const done = (answer) => {

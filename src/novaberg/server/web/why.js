@@ -2,7 +2,7 @@
 // GET /api/turns/{id}/why (the trace's details): a waterfall of the calls on a time axis,
 // the thinker, every judge's vote per round, the corrections, salience, the memories given.
 import { getJSON } from "./api.js";
-import { $, clear, h, ms, outcomeClass, s } from "./dom.js";
+import { $, clear, h, ms, outcomeClass, s, setText } from "./dom.js";
 import { t } from "./i18n.js";
 
 const ROW = 22;
@@ -187,14 +187,14 @@ function memories(title, items) {
 export async function openWhy(turnId) {
   const dialog = $("why");
   const body = clear($("why-body"));
-  $("why-title").textContent = `${t("why_title")} (${turnId})`;
+  setText($("why-title"), `${t("why_title")} (${turnId})`);
   if (!dialog.open) dialog.showModal();
   let turn;
   let why;
   try {
     [turn, why] = await Promise.all([getJSON(`/api/turns/${turnId}`), getJSON(`/api/turns/${turnId}/why`)]);
   } catch (err) {
-    body.append(h("p", { class: "error" }, err.detail || String(err)));
+    if (err.name !== "AbortError") body.append(h("p", { class: "error" }, err.detail || String(err)));
     return;
   }
   const parts = [];
@@ -222,6 +222,13 @@ export async function openWhy(turnId) {
   if (!turn.thinker && !turn.tribunal && !why.nodes.length) parts.push(h("p", { class: "muted" }, t("why_none")));
   body.append(...parts.filter(Boolean));
   $("why-close").focus();
+}
+
+/** Closes and empties the panel (sign-out, another key signing in). */
+export function resetWhy() {
+  if ($("why").open) $("why").close();
+  clear($("why-body"));
+  setText($("why-title"), t("why_title"));
 }
 
 export function setupWhy() {
