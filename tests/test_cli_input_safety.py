@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import run
 
 HIDDEN = {
@@ -66,3 +68,32 @@ def test_memory_import_of_a_file_that_cannot_be_parsed_is_a_usage_error(tmp_path
         said = " ".join(refused.stderr.split())  # as the terminal's width wraps it
         assert said.startswith("usage error: ") and "nothing was imported" in said, said
         assert "Traceback" not in refused.stderr, what
+
+
+def test_a_user_setting_with_a_control_character_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOVABERG_USER", HIDDEN["a newline"])
+    refused = run("memory", "list")
+    assert refused.returncode == 2, refused.stdout
+    said = " ".join(refused.stderr.split())
+    assert "NOVABERG_USER" in said and "control or invisible character" in said, said
+
+
+def test_users_list_shows_a_stored_name_with_a_newline_on_one_line(isolated_env: Path) -> None:
+    from novaberg.server.users import hash_key
+    from novaberg.storage.db import Database
+
+    db = Database(isolated_env / "novaberg.db")  # a name stored before such names were refused
+    try:
+        with db.transaction() as c:
+            c.execute(
+                "INSERT INTO api_users (name, key_hash, frontend, created_at) VALUES (?, ?, 0, ?)",
+                (HIDDEN["a newline"], hash_key("nb-old"), "2020-01-01"),
+            )
+    finally:
+        db.close()
+    listed = run("users", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 1
+    assert listed.stdout.startswith("'ada\\nbob (frontend): active, key issued 2020-01-01': active")

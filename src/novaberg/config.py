@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from novaberg.errors import ConfigError
-from novaberg.text import is_blank
+from novaberg.text import escape_char, invisible_at, is_blank
 
 BackendName = Literal["ollama", "openai", "embedded"]
 BackendMode = Literal["auto", "ollama", "openai", "embedded"]
@@ -473,6 +473,12 @@ class Settings(BaseSettings):
     def _user_not_blank(cls, value: str) -> str:
         if is_blank(value):
             raise ValueError("must name a user: not empty, nor only spaces or invisible characters")
+        at = invisible_at(value)
+        if at is not None:
+            raise ValueError(
+                f"must not hold a control or invisible character ({escape_char(value[at])} at "
+                f"position {at}): a user name is printed on a line of its own"
+            )
         return value
 
     @field_validator("frontend_jwt_secret", mode="after")

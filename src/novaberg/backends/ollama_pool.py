@@ -9,7 +9,10 @@ tried anyway. A failure that is the request's (a context overflow, a capability 
 a model not installed) does not rest the server. The retry is the model queue's, as for one
 server: it comes back here and goes to another server. The backend keeps the name ``ollama``
 (the contracts rely on it); the server that answered, or failed, is on the response and the
-error (``host``, its address without userinfo), and so in the call record (``llm_calls.host``).
+error (``host``), and so in the call record (``llm_calls.host``): named by its place in the
+setting, ``ollama_hosts[0]``, ``ollama_hosts[1]``, …, never by its address, since the records
+reach every API user; the operator's ``novaberg doctor`` shows the addresses (without
+userinfo) in the same order.
 """
 
 from __future__ import annotations
@@ -35,11 +38,18 @@ from novaberg.telemetry import JsonMode
 NOT_THE_SERVERS_FAULT = (ContextOverflow, CapabilityError, ModelNotFound, FormatRefused)
 
 
+def host_label(index: int) -> str:
+    """How records name the ``index``-th server of ``ollama_hosts``."""
+    return f"ollama_hosts[{index}]"
+
+
 class _Server:
-    def __init__(self, backend: OllamaBackend, cooldown_s: float) -> None:
+    def __init__(self, backend: OllamaBackend, cooldown_s: float, index: int) -> None:
         self.backend = backend
         self.address = safe_url(backend.host)
-        """The server's address as records and the operator see it: without userinfo."""
+        """The server's address as the operator sees it: without userinfo."""
+        self.label = host_label(index)
+        """The server as call records name it (they reach API users: no address)."""
         self.breaker = Breaker(cooldown_s)
         self.busy = 0
 
@@ -66,14 +76,15 @@ class OllamaPool(OllamaBackend):
         self.servers = len(hosts)
         """How many servers: the model queue gives this backend ``limit`` slots per server."""
         self._members = [
-            _Server(OllamaBackend(h, model, timeouts, num_ctx=num_ctx), cooldown_s) for h in hosts
+            _Server(OllamaBackend(h, model, timeouts, num_ctx=num_ctx), cooldown_s, i)
+            for i, h in enumerate(hosts)
         ]
         self._clock = clock
         self._freed = asyncio.Condition()
 
     def busy(self) -> dict[str, int]:
         """Requests running on each server now."""
-        return {m.address: m.busy for m in self._members}
+        return {m.label: m.busy for m in self._members}
 
     def _pick(self) -> _Server | None:
         """The least busy server with a free slot, healthy ones first (in the listed order
@@ -103,14 +114,14 @@ class OllamaPool(OllamaBackend):
         try:
             response = await member.backend.chat(request, on_token)
         except BackendError as exc:
-            exc.host = member.address
+            exc.host = member.label
             if not isinstance(exc, NOT_THE_SERVERS_FAULT):
                 member.breaker.failed(self._clock())
             raise
         finally:
             await asyncio.shield(self._give(member))
         member.breaker.succeeded()
-        response.host = member.address
+        response.host = member.label
         return response
 
     async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
@@ -118,7 +129,7 @@ class OllamaPool(OllamaBackend):
         try:
             return await member.backend.embed(texts, model, caller)
         except BackendError as exc:
-            exc.host = member.address
+            exc.host = member.label
             if not isinstance(exc, NOT_THE_SERVERS_FAULT):
                 member.breaker.failed(self._clock())
             raise

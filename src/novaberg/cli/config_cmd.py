@@ -26,12 +26,20 @@ README_END = "<!-- end of the generated settings table -->"
 REGENERATE = "python -m novaberg.cli.config_cmd --readme README.md"
 
 
+URL_SETTINGS = ("ollama_host", "openai_url", "searxng_url")
+
+
 def _flat(settings: Any) -> dict[str, Any]:
     from novaberg.config import _flatten
+    from novaberg.redaction import safe_url
 
     data = settings.model_dump(mode="json")
     if data.get("openai_key"):
         data["openai_key"] = "********"
+    for name in URL_SETTINGS:  # a password in a server's URL is not shown either
+        if data.get(name):
+            data[name] = safe_url(data[name])
+    data["ollama_hosts"] = [safe_url(url) for url in data.get("ollama_hosts") or []]
     return _flatten(data)
 
 

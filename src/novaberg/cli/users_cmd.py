@@ -94,7 +94,16 @@ def list_cmd(as_json: JsonOpt = False) -> None:
     for u in users:
         state = f"revoked {u.revoked_at}" if u.revoked_at else "active"
         kind = " (frontend)" if u.frontend else ""
-        echo(f"{u.name}{kind}: {state}, key issued {u.created_at}")
+        echo(f"{one_line_name(u.name)}{kind}: {state}, key issued {u.created_at}")
+
+
+def one_line_name(name: str) -> str:
+    """A user name as one line shows it: as it is, or quoted with its escapes when it holds
+    a character that does not show (a name stored before such names were refused)."""
+    from novaberg.server.users import MAX_NAME_CHARS
+    from novaberg.text import invisible_at, quoted
+
+    return name if invisible_at(name) is None else quoted(name, limit=MAX_NAME_CHARS)
 
 
 @app.command("revoke")
