@@ -158,12 +158,12 @@ def test_doctor_shows_a_hostile_home_user_and_backend_error_as_text(
 ) -> None:
     home = tmp_path / "home [/b] [link=http://evil.example]x[/link]"
     monkeypatch.setenv("NOVABERG_HOME", str(home))
-    monkeypatch.setenv("NOVABERG_USER", "[/b]\u202eeve")
-    monkeypatch.setenv("NOVABERG_MODEL", "[bold]m")
+    monkeypatch.setenv("NOVABERG_USER", "[/b]eve")  # a hidden character is refused in a name
+    monkeypatch.setenv("NOVABERG_MODEL", "[bold]\u202em")
     done = run("doctor")
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout + done.stderr
-    assert_literal(out, ["[/b]\\u202eeve", "[bold]m", str(home)])
+    assert_literal(out, ["[/b]eve", "[bold]\\u202em", str(home)])
     assert "[/b]" in out.split("Database:", 1)[1]
 
 

@@ -2,16 +2,23 @@
 import { $, h, setText } from "./dom.js";
 import { t } from "./i18n.js";
 
+const shown = new Map(); // kind and text → the banner showing them
+
+/** A banner; the same message twice at once (two requests refused alike) shows once. */
 export function banner(text, kind = "error") {
-  const box = $("banners");
+  const id = `${kind}\n${text}`;
+  const open = shown.get(id);
+  if (open?.isConnected) return open;
   const item = h("div", { class: `banner banner-${kind}` }, h("span", { text }));
   item.append(h("button", { type: "button", class: "dismiss", onclick: () => item.remove() }, t("dismiss")));
-  box.append(item);
+  $("banners").append(item);
+  shown.set(id, item);
   return item;
 }
 
 export function clearBanners() {
   $("banners").replaceChildren();
+  shown.clear();
 }
 
 /** The banner for a failed request (an ApiError), worded for its status. */
