@@ -99,6 +99,7 @@ def _environment(home: Path, backend_url: str, concurrency: int) -> None:
         OLLAMA_HOST=backend_url,
         NOVABERG_BACKEND="ollama",
         NOVABERG_CONCURRENCY__OLLAMA=str(concurrency),
+        NOVABERG_SERVER__RATE_LIMIT_PER_MINUTE="0",  # the server is measured, not its limiter
     )
 
 

@@ -359,5 +359,5 @@ async def _stream(
     return StreamingResponse(
         sse(),
         media_type="text/event-stream",
-        headers={**_ids(conversation, int(turn_id)), "Cache-Control": "no-cache"},
+        headers={**_ids(conversation, int(turn_id)), "Cache-Control": "no-store"},
     )
