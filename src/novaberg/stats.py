@@ -192,15 +192,15 @@ def _calls(db: Database, cutoff: str, user: str | None) -> tuple[list[CallStats]
         "FROM llm_calls c"
     )
     params: list[Any] = []
-    if user is not None:
+    if user is not None:  # a turn's or job's calls by their conversation; a task's by its own
         sql += (
             " LEFT JOIN turns t ON t.id = c.turn_id LEFT JOIN events e ON e.id = c.event_id"
-            " JOIN conversations v ON v.id = COALESCE(t.conversation_id, e.conversation_id)"
+            " LEFT JOIN conversations v ON v.id = COALESCE(t.conversation_id, e.conversation_id)"
         )
     sql += " WHERE c.created_at >= ?"
     params.append(cutoff)
     if user is not None:
-        sql += " AND v.user_id = ?"
+        sql += " AND COALESCE(v.user_id, c.user_id) = ?"
         params.append(user)
     groups: dict[tuple[str, str], CallStats] = {}
     followups = 0

@@ -63,6 +63,7 @@ OUTPUT_TOKENS: dict[str, int] = {
     "consolidate": 256,  # memory jobs (background)
     "timeline": 256,
     "profile": 512,  # profile_core, profile_adaptive
+    "frontend_task": 512,  # a front-end's own task: a title, tags, a continuation, a summary
 }
 """How many tokens each caller may generate, by caller name or its prefix before ``_``."""
 DEFAULT_OUTPUT_TOKENS = 256

@@ -1,5 +1,10 @@
 """The OpenAI-compatible endpoint: ``GET /v1/models`` and ``POST /v1/chat/completions``.
 
+A request that is not the user speaking — a front-end's own task (a chat title, tags,
+follow-up suggestions), a generation mode (Continue, Impersonate, Summarize), a request with
+no user message, or one for the model ``nova-tasks`` — is answered by one plain model call and
+is no turn (:mod:`novaberg.engine.tasks`): it chooses and holds no conversation.
+
 The turn's message is the request's last user message; the history a client resends only
 chooses the conversation and tells a regenerate (:mod:`novaberg.server.conversations`), it is
 never stored (Nova has her own). One turn runs per conversation at a time (a second request
@@ -28,8 +33,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.context import CallContext
 from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
+from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
 from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
 from novaberg.server import followups
 from novaberg.server.auth import engine_of, require_user
@@ -143,10 +150,65 @@ def _turn_error(exc: BaseException) -> ApiProblem:
 
 @router.get("/models")
 async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
+    """``nova`` (each request is a turn), and ``nova-tasks`` for a front-end's own tasks (a
+    title, tags: one plain call each, never a turn; :mod:`novaberg.engine.tasks`)."""
     return {
         "object": "list",
-        "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "novaberg"}],
+        "data": [
+            {"id": model, "object": "model", "created": 0, "owned_by": "novaberg"}
+            for model in (MODEL_ID, TASKS_MODEL_ID)
+        ],
     }
+
+
+CHAT_ROLES = ("system", "user", "assistant")
+
+
+async def _task(
+    engine: Engine, body: ChatRequest, user: str, task: FrontendTask
+) -> JSONResponse | StreamingResponse:
+    """A front-end's task: one plain call, answered in the shape asked for; no turn."""
+    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)
+    try:
+        ctx = CallContext(settings=engine.settings, queue=engine.queue)
+        done = await run_task(ctx, engine.db, user, task)
+    except NovabergError as exc:
+        raise _turn_error(exc) from exc
+    completion_id = f"chatcmpl-nova-task-{int(time.time() * 1000)}"
+    created = int(time.time())
+    usage = {
+        "prompt_tokens": sum(c.prompt_eval_count for c in done.calls),
+        "completion_tokens": sum(c.eval_count for c in done.calls),
+    }
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if not body.stream:
+        message = {"role": "assistant", "content": done.text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": body.model,
+                "choices": [choice],
+                "usage": usage,
+            }
+        )
+    size = engine.settings.server.stream_chunk_chars
+    include_usage = body.stream_options is not None and body.stream_options.include_usage
+
+    async def sse() -> AsyncIterator[str]:
+        yield _chunk(completion_id, created, {"role": "assistant", "content": ""}, None)
+        for piece in _pieces(done.text, size):
+            yield _chunk(completion_id, created, {"content": piece}, None)
+        yield _chunk(completion_id, created, {}, "stop")
+        if include_usage:
+            tail = {"id": completion_id, "object": "chat.completion.chunk", "created": created}
+            last = {**tail, "model": body.model, "choices": [], "usage": usage}
+            yield f"data: {json.dumps(last)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(sse(), media_type="text/event-stream")
 
 
 @router.post(
@@ -155,9 +217,9 @@ async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
     responses={
         200: {"content": {"application/json": {}, "text/event-stream": {}}},
         **openai_errors(
-            (400, "No user message, an empty or oversized one, a malformed conversation "
-             "header, malformed JSON or a wrong type (code invalid_request, invalid_message "
-             "or invalid_conversation_id)."),
+            (400, "An empty or oversized message, a malformed conversation header, "
+             "malformed JSON or a wrong type (code invalid_request, invalid_message or "
+             "invalid_conversation_id)."),
             (404, "An unknown model (model_not_found) or a conversation the user does not "
              "have (conversation_not_found)."),
             (409, "The conversation has a turn running (conversation_busy)."),
@@ -171,13 +233,18 @@ async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
 async def chat_completions(
     body: ChatRequest, request: Request, user: Annotated[str, Depends(require_user)]
 ) -> JSONResponse | StreamingResponse:
-    if body.model != MODEL_ID:
+    if body.model not in (MODEL_ID, TASKS_MODEL_ID):
         raise ApiProblem(
             404,
-            f"The model {quoted(body.model)} does not exist; use {MODEL_ID!r}.",
+            f"The model {quoted(body.model)} does not exist; use {MODEL_ID!r} "
+            f"({TASKS_MODEL_ID!r} for a front-end's own tasks).",
             code="model_not_found",
         )
     engine = engine_of(request)
+    said = [(m.role, text_of(m)) for m in body.messages if m.role in CHAT_ROLES]
+    task = recognise(said, body.model)
+    if task is not None:  # not the user speaking: no turn, no conversation, no memory
+        return await _task(engine, body, user, task)
     try:
         message = validate_message(last_user_text(body.messages), engine.settings)
     except UsageError as exc:

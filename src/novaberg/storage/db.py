@@ -481,17 +481,20 @@ def insert_calls(
     turn_id: int | None,
     event_id: int | None = None,
     probe_run_id: int | None = None,
+    task: tuple[str, str] | None = None,
 ) -> None:
     """One row per request sent (retries included), in the order they were sent; of a turn, a
-    background job (``event_id``) or a ``novaberg probe`` run (``probe_run_id``)."""
+    background job (``event_id``), a ``novaberg probe`` run (``probe_run_id``) or a
+    front-end's task (``task``: its user and kind)."""
     if not calls:
         return
     stamp = now()
+    user_id, kind = task if task is not None else (None, None)
     c.executemany(
         "INSERT INTO llm_calls (turn_id, event_id, probe_run_id, seq, caller, backend, model, "
         "think, content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
-        "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at, host) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at, host, user_id, "
+        "task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 turn_id,
@@ -515,6 +518,8 @@ def insert_calls(
                 r.normalizer,
                 stamp,
                 r.host or None,
+                user_id,
+                kind,
             )
             for seq, r in enumerate(calls, start=1)
         ],
