@@ -291,3 +291,53 @@ def test_a_task_the_backend_cannot_answer_is_a_502_and_recorded(
     assert refused.value.status_code == 502
     assert json.loads(refused.value.response.text)["error"]["code"] == "backend_error"
     assert task_rows(nova, "bob")[-1]["outcome"] == "error"
+
+
+ATTACHED = (
+    '<attached_files>\n<file type="file" id="94a3" url="94a3" content_type="image/png" '
+    'name="hive.png"/>\n</attached_files>\n\n'
+)
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+
+
+def test_a_message_of_images_or_audio_alone_says_nova_cannot_read_it(nova: Nova) -> None:
+    for parts in (
+        [IMAGE],
+        [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}],
+        [{"type": "text", "text": ATTACHED}, IMAGE],
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            nova.client("bob").chat.completions.create(
+                model="nova",
+                messages=[{"role": "user", "content": parts}],
+            )
+        error = json.loads(refused.value.response.text)["error"]
+        assert error["code"] == "unsupported_content"
+        assert "cannot see images" in error["message"]
+
+
+def test_open_webuis_attached_files_list_is_not_stored_as_the_users_words(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="A hive, I think."))
+    parts = [{"type": "text", "text": ATTACHED}, {"type": "text", "text": "What is in this?"}]
+    answer = nova.client("bob").chat.completions.with_raw_response.create(
+        model="nova",
+        messages=[{"role": "user", "content": [*parts, IMAGE]}],
+    )
+    conversation = int(answer.headers["X-Novaberg-Conversation-Id"])
+    db = nova.db()
+    try:
+        stored = db.query(
+            "SELECT content FROM messages WHERE conversation_id = ? AND role = 'user'",
+            (conversation,),
+        )
+    finally:
+        db.close()
+    assert [r["content"] for r in stored] == ["What is in this?"]
+    (sent,) = [
+        r
+        for r in server.requests("/api/chat", caller="router")
+        if "What is in this?" in str(r.body)
+    ]
+    assert "attached_files" not in json.dumps(sent.body)

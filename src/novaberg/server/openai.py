@@ -48,7 +48,7 @@ from novaberg.server.conversations import (
 )
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
 from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
-from novaberg.text import quoted
+from novaberg.text import is_blank, quoted
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg.server")
@@ -87,10 +87,46 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
 
 
+ATTACHED_FILES = ("<attached_files>", "</attached_files>")
+"""Open WebUI's list of the files attached to a message, put into its text: markup, not the
+user's words."""
+
+
+def without_attachment_list(text: str) -> str:
+    """``text`` without Open WebUI's ``<attached_files>`` blocks (one pass, no pattern)."""
+    opening, closing = ATTACHED_FILES
+    kept: list[str] = []
+    position = 0
+    while (start := text.find(opening, position)) >= 0:
+        end = text.find(closing, start)
+        if end < 0:
+            break
+        kept.append(text[position:start])
+        position = end + len(closing)
+    kept.append(text[position:])
+    return "".join(kept).strip() if position else text
+
+
 def text_of(message: ChatMessage) -> str:
     if isinstance(message.content, list):
-        return "\n".join(p.text or "" for p in message.content if p.type == "text")
-    return message.content or ""
+        text = "\n".join(p.text or "" for p in message.content if p.type == "text")
+    else:
+        text = message.content or ""
+    return without_attachment_list(text)
+
+
+def refuse_what_nova_cannot_read(message: ChatMessage, text: str) -> None:
+    """A 400 for a message of images, audio or files and no words: it is not empty, Nova
+    cannot read it (yet)."""
+    if is_blank(text) and isinstance(message.content, list):
+        kinds = sorted({p.type for p in message.content if p.type != "text"})
+        if kinds:
+            raise ApiProblem(
+                400,
+                "Nova cannot see images, hear audio or read attached files yet, and this "
+                f"message has nothing else ({', '.join(kinds)}); write it as text.",
+                code="unsupported_content",
+            )
 
 
 def _last_user_index(messages: list[ChatMessage]) -> int:
@@ -245,6 +281,8 @@ async def chat_completions(
     task = recognise(said, body.model)
     if task is not None:  # not the user speaking: no turn, no conversation, no memory
         return await _task(engine, body, user, task)
+    last = body.messages[_last_user_index(body.messages)]
+    refuse_what_nova_cannot_read(last, text_of(last))
     try:
         message = validate_message(last_user_text(body.messages), engine.settings)
     except UsageError as exc:
