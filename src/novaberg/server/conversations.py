@@ -16,6 +16,16 @@ follow-up (the reply of a self-triggered turn) may be missing from the resent hi
 that was not ready for its response reaches the client only with the next response, so a
 client resends it from then on (at the start of that response), not before.
 
+When no conversation matches exactly, front-ends have changed what they resend: SillyTavern
+trims the head of a long chat to fit its context, a user edits or deletes a message, swipes back
+to another reply, stops one half-way, a message Nova refused stays in the chat, a group chat
+prefixes replies with "Name: ". Then the conversation that holds the most of the resent user
+messages in the same order (at least half of them; assistant text is not compared) continues,
+the newest among equals, and it is a regenerate when this message is its last user message
+again. A history with no user message after a greeting (SillyTavern's swipe of a chat's first
+reply) asks again for the first reply of the user's newest conversation when that holds just
+this message.
+
 A regenerate: the same history and the same last message again, i.e. the conversation's
 last user message is this message and the stored messages before it match the history. The
 turn then runs again as a ``regenerate`` of that turn (:mod:`novaberg.engine`): the user's
@@ -26,6 +36,7 @@ first message repeated is a new chat more often than a regenerate).
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import sys
@@ -265,27 +276,105 @@ def _in_conversation(
     return Choice(conversation, _regenerated_turn(stored, history, message))
 
 
+TAIL_USERS = 3
+"""A candidate conversation holds one of the resent history's last this many user messages."""
+SHARED_SHARE = 0.5
+"""The share of the resent user messages a conversation must hold, in order, to be the one a
+history continues when it does not match exactly (see :func:`matching_conversation`)."""
+MAX_COMPARED = 64
+"""The most recent user messages of each side compared for that share."""
+
+
+def _shared(resent: Sequence[str], stored: Sequence[str]) -> int:
+    """How many of the ``resent`` user messages ``stored`` holds in the same order (the
+    longest common subsequence of the last :data:`MAX_COMPARED` of each)."""
+    a, b = resent[-MAX_COMPARED:], stored[-MAX_COMPARED:]
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def _enough(shared: int, resent: Sequence[str]) -> bool:
+    return shared >= max(1, math.ceil(len(resent) * SHARED_SHARE))
+
+
+def _resembling(
+    stored: Sequence[_Stored], users: Sequence[str], message: str
+) -> tuple[int, int | None] | None:
+    """(how many user messages are shared, the turn it regenerates or ``None``) when the
+    history ``users`` continues (or asks again for the last reply of) these stored messages
+    without matching them exactly; else ``None``."""
+    said = [(s.text.strip(), s.turn_id) for s in stored if s.role == "user" and not s.followup]
+    texts = [text for text, _ in said]
+    if not texts:
+        return None
+    asked_again = texts[-1] == message.strip() and (not users or users[-1] != texts[-1])
+    if asked_again:
+        shared = _shared(users, texts[:-1])
+        return (shared, said[-1][1]) if _enough(shared, users) else None
+    shared = _shared(users, texts)
+    return (shared, None) if _enough(shared, users) else None
+
+
+def _first_reply_again(db: Database, user: str, message: str) -> Choice | None:
+    """A request with no user message before its own, after a greeting (a SillyTavern swipe of
+    a chat's first reply): a regenerate of the user's newest conversation when that holds just
+    this one message, else ``None``."""
+    newest = db.scalar(
+        "SELECT MAX(id) FROM conversations WHERE user_id = ?",
+        (user,),
+    )
+    if newest is None:
+        return None
+    stored = stored_messages(db, int(newest))
+    said = [s for s in stored if s.role == "user" and not s.followup]
+    if len(said) == 1 and said[0].text.strip() == message.strip():
+        return Choice(int(newest), said[0].turn_id)
+    return None
+
+
 def matching_conversation(db: Database, user: str, history: Sequence[Said], message: str) -> Choice:
-    """The user's newest conversation whose stored messages are ``history`` (it continues) or
-    are ``history`` followed by this very message (a regenerate); else a new one."""
+    """The conversation a history without a chat id continues; else a new one.
+
+    First the user's newest conversation whose stored messages are ``history`` (it
+    continues) or are ``history`` followed by this very message (a regenerate). Then, as
+    front-ends change what they resend (a trimmed head, an edited or deleted message, a
+    swiped-back or stopped reply, a group chat's "Name: " replies, a message Nova refused),
+    the conversation that holds the most of the resent user messages in order, at least
+    :data:`SHARED_SHARE` of them, the newest among equals; a regenerate when this message is
+    its last user message again. A history of no user message after a greeting asks again for
+    the first reply of the newest conversation when that holds just this message."""
     users, _ = history_key(history)
-    if users:
-        rows = db.query(
-            "SELECT DISTINCT m.conversation_id FROM messages m "
-            "JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE c.user_id = ? AND m.role = 'user' AND m.content = ? "
-            "ORDER BY m.conversation_id DESC LIMIT ?",
-            (user, users[-1], MAX_CANDIDATES),
-        )
-        for row in rows:
-            conversation = int(row["conversation_id"])
-            stored = stored_messages(db, conversation)
-            if _matches(stored, history):
-                return Choice(conversation)
-            regenerated = _regenerated_turn(stored, history, message)
-            if regenerated is not None:
-                return Choice(conversation, regenerated)
-    return Choice(db.new_conversation(user))
+    if not users:
+        greeted = any(role == "assistant" for role, _ in history)
+        again = _first_reply_again(db, user, message) if greeted else None
+        return again or Choice(db.new_conversation(user))
+    tail = list(dict.fromkeys(users[-TAIL_USERS:]))
+    marks = ", ".join("?" for _ in tail)
+    rows = db.query(
+        "SELECT DISTINCT m.conversation_id FROM messages m "
+        "JOIN conversations c ON c.id = m.conversation_id "
+        f"WHERE c.user_id = ? AND m.role = 'user' AND m.content IN ({marks}) "
+        "ORDER BY m.conversation_id DESC LIMIT ?",
+        (user, *tail, MAX_CANDIDATES),
+    )
+    best: tuple[int, Choice] | None = None
+    for row in rows:
+        conversation = int(row["conversation_id"])
+        stored = stored_messages(db, conversation)
+        if _matches(stored, history):
+            return Choice(conversation)
+        regenerated = _regenerated_turn(stored, history, message)
+        if regenerated is not None:
+            return Choice(conversation, regenerated)
+        near = _resembling(stored, users, message)
+        if near is not None and (best is None or near[0] > best[0]):  # newest first: ties stay
+            best = (near[0], Choice(conversation, near[1]))
+    return best[1] if best is not None else Choice(db.new_conversation(user))
 
 
 def aliased_conversation(db: Database, user: str, external: str) -> int:
