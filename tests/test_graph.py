@@ -19,7 +19,7 @@ class FakeCtx:
     def __init__(self) -> None:
         self.trace = Trace()
 
-    def entered(self, node: str) -> None:
+    def entered(self, node: str, *, announce: bool = True) -> None:
         self.trace.enter(node)
 
 

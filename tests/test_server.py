@@ -115,6 +115,8 @@ def test_streamed_completion_sends_the_stored_reply_after_progress(
     reasoning = [r for r in reasoning if r]
     assert len(content) > 1
     assert "router\n" in reasoning and "responder\n" in reasoning
+    assert "tribunal\n" in reasoning
+    assert "thinker\n" not in reasoning  # it did not run: the router asked for no check
     first_content = next(i for i, d in enumerate(deltas) if d.content)
     assert all(not d.content for d in deltas[:first_content])  # progress comes first
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"

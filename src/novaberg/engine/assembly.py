@@ -20,7 +20,7 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     from novaberg.nodes.enricher import enricher
     from novaberg.nodes.memory_write import memory_write
     from novaberg.nodes.responder import responder
-    from novaberg.nodes.tribunal import route_after_tribunal, tribunal
+    from novaberg.nodes.tribunal import has_judges, route_after_tribunal, tribunal
 
     # Only the responder is essential; a stage with a fallback fails into it with a notice
     # (graph/failure.py), and each judge abstains on its own (nodes/tribunal.py).
@@ -29,8 +29,8 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
             Stage("router", router.router, fallback=router.FALLBACK),
             Stage("enricher", enricher),
             Stage("responder", responder),
-            Stage("thinker", thinker.thinker, fallback=thinker.FALLBACK),
-            Stage("tribunal", tribunal, after=route_after_tribunal),
+            Stage("thinker", thinker.thinker, fallback=thinker.FALLBACK, runs=thinker.should_run),
+            Stage("tribunal", tribunal, after=route_after_tribunal, runs=has_judges),
             Stage(
                 "corrector",
                 corrector.corrector,

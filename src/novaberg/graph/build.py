@@ -46,6 +46,9 @@ class Stage:
     (the corrector, which returns to the tribunal).
     ``fallback``: how the turn goes on when the node fails after its retries; ``None``: the
     node is essential.
+    ``runs``: for a node that decides itself whether to do anything (the thinker): whether it
+    will; one that will not is still traced but not announced as progress (the client's
+    live line names only nodes that work).
     """
 
     name: str
@@ -54,6 +57,7 @@ class Stage:
     after: Callable[[TurnState], str] | None = None
     detour: bool = False
     fallback: Fallback | None = None
+    runs: Callable[[TurnState, TurnContext], bool] | None = None
 
 
 def strict(
@@ -61,13 +65,14 @@ def strict(
     fn: NodeFn,
     declared: frozenset[str] = DECLARED_CHANNELS,
     fallback: Fallback | None = None,
+    runs: Callable[[TurnState, TurnContext], bool] | None = None,
 ) -> Any:
     """Wrap a node: hand it the turn context, announce it, refuse undeclared writes, and
     apply the failure rule (a fallback and a notice, or a failed turn that names the node)."""
 
     async def node(state: TurnState, config: RunnableConfig) -> dict[str, Any]:
         ctx: TurnContext = config["configurable"]["turn"]
-        ctx.entered(name)
+        ctx.entered(name, announce=runs is None or runs(state, ctx))
         try:
             update = await otel.node(name, fn(state, ctx))
         except BackendError as exc:
@@ -85,7 +90,8 @@ def strict(
 def build_turn_graph(stages: Sequence[Stage]) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(TurnState)
     for stage in stages:
-        graph.add_node(stage.name, strict(stage.name, stage.run, fallback=stage.fallback))
+        node = strict(stage.name, stage.run, fallback=stage.fallback, runs=stage.runs)
+        graph.add_node(stage.name, node)
     pipeline = [s for s in stages if not s.detour]
     _connect(graph, START, pipeline)
     for index, stage in enumerate(pipeline):

@@ -31,7 +31,8 @@ class TurnContext(CallContext):
     """The user message's vector, computed from the turn's start
     (:func:`~novaberg.memory.retrieval.start_message_vector`), for the enricher."""
 
-    def entered(self, node: str) -> None:
+    def entered(self, node: str, *, announce: bool = True) -> None:
+        """``node`` starts: traced, and announced as progress unless it will do nothing."""
         self.trace.enter(node)
-        if self.on_progress is not None:
+        if announce and self.on_progress is not None:
             self.on_progress(node)

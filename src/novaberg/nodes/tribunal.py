@@ -94,6 +94,11 @@ async def _ask(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> Vote | N
     return await ask_structured(ctx, caller, judge_messages(state, ctx, judge), Vote)
 
 
+def has_judges(state: TurnState, ctx: TurnContext) -> bool:
+    """Whether the tribunal will vote (it does nothing with no judge configured)."""
+    return bool(configured_judges(ctx.settings))
+
+
 async def tribunal(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     judges = configured_judges(ctx.settings)
     if not judges:
