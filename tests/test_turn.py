@@ -284,3 +284,46 @@ async def test_a_database_locked_at_the_end_of_a_turn_is_a_clear_error_and_not_d
         assert engine.db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
     finally:
         await engine.aclose()
+
+
+def _short_term_texts(engine: Engine) -> list[str]:
+    rows = engine.db.query(
+        "SELECT text FROM memories WHERE user_id = ? AND kind = 'short_term' ORDER BY id",
+        (engine.settings.user,),
+    )
+    return [str(r["text"]) for r in rows]
+
+
+async def test_an_exact_repeat_of_a_memory_is_stored_once(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script(
+        "salience",
+        salient("Ada keeps bees."),
+        salient("ada keeps  bees."),  # the same, up to case and spacing
+        salient("Ada keeps three hives."),
+    )
+    first = await engine.run_turn("I keep bees.")
+    again = await engine.run_turn("I keep bees, did I say?")
+    other = await engine.run_turn("I have three hives.")
+    texts = await engine.db.run(_short_term_texts, engine)
+    assert texts == ["Ada keeps bees.", "Ada keeps three hives."]
+    assert again.contract_json()["salience"] == {"score": 0.9, "stored": False}
+    assert f"memory_write: kept already as memory {first.memory_id}; not stored twice" in (
+        again.trace.notices
+    )
+    assert other.memory_id is not None
+
+
+async def test_memories_that_say_the_same_are_listed_once_in_a_prompt(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    def stored_twice() -> None:  # as an older release could store them
+        with engine.db.transaction() as c:
+            for n, text in enumerate(("Ada keeps bees.", "ADA keeps bees.")):
+                MemoryStore.add(c, engine.settings.user, "short_term", text, 0.9, f"old:{n}")
+
+    await engine.db.run(stored_twice)
+    await engine.run_turn("Tell me about my bees.")
+    prompt = json.dumps(server.requests("/api/chat", caller="responder")[-1].body["messages"])
+    assert prompt.lower().count("ada keeps bees.") == 1

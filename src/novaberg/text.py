@@ -149,3 +149,9 @@ def field_path(parts: Iterable[str | int]) -> str:
         else quoted(p)
         for p in parts
     )
+
+
+def same_text(text: str) -> str:
+    """What two texts share when one repeats the other exactly, up to case and spacing (two
+    memories "Ada keeps bees." and "ada keeps  bees." are one)."""
+    return " ".join(text.split()).casefold()

@@ -58,6 +58,7 @@ from novaberg.memory.embedding import (
     embed_with_backend,
 )
 from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
+from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
 
@@ -207,10 +208,14 @@ class Retriever:
         chosen = self._pack([(s[1].id, estimate_tokens(s[1].chars)) for s in scored])
         items = self.store.by_ids(user, chosen)
         out = []
+        said: set[str] = set()  # an exact repeat of a better item is not listed again
         for score, c, recency, relevance in scored:
             if c.id not in chosen or c.id not in items:
                 continue
             item = items[c.id]
+            if same_text(item.text) in said:
+                continue
+            said.add(same_text(item.text))
             found = Found(words_rank.get(c.id), similar.get(c.id), terms)
             out.append(
                 Retrieved(

@@ -71,7 +71,8 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         "context": {
             "history": [{"role": m.role, "content": m.content} for m in history],
             "memories": [
-                {"id": r.item.id, "text": r.item.text, "reason": r.reason} for r in chosen
+                {"id": r.item.id, "text": r.item.text, "reason": r.reason, "kind": r.item.kind}
+                for r in chosen
             ],
             "retrieval": [
                 {

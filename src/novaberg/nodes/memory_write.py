@@ -3,7 +3,8 @@
 The item is stored by the engine in the same transaction as the turn's messages, together
 with its background jobs (:mod:`novaberg.memory.jobs`), so a turn that fails or is aborted
 afterwards leaves no memory behind. ``salience.stored`` in the trace is set only once that
-transaction committed.
+transaction committed. A summary that repeats, up to case and spacing, a short-term memory the
+enricher found for the turn is not stored again (a notice in the trace says which it repeats).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
+from novaberg.text import same_text
 
 
 async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
@@ -20,4 +22,21 @@ async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     summary = scored.get("summary") or ""
     if score is None or score < ctx.settings.salience_threshold or not summary:
         return {"memory_item": None}
+    kept = _kept_already(state, summary)
+    if kept is not None:
+        ctx.trace.notices.append(f"memory_write: kept already as memory {kept}; not stored twice")
+        return {"memory_item": None}
     return {"memory_item": {"text": summary, "score": float(score)}}
+
+
+def _kept_already(state: TurnState, summary: str) -> int | None:
+    """The id of a short-term memory the enricher found for this turn that says exactly
+    ``summary`` (an exact repeat is found by its own words), else ``None``. A durable fact
+    saying the same does not count: consolidation links the new item to it as its source."""
+    wanted = same_text(summary)
+    for memory in (state.get("context") or {}).get("memories") or []:
+        if memory.get("kind") != "short_term":
+            continue
+        if same_text(str(memory.get("text", ""))) == wanted:
+            return int(memory["id"])
+    return None
