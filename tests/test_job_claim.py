@@ -49,7 +49,10 @@ def test_two_processes_run_every_job_once(
     monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
     monkeypatch.setenv("NOVABERG_MEMORY__CORE_EVERY", "2")
     server = ollama_env
-    server.standing("salience", said({"score": 0.9, "summary": "The user has a cat."}))
+    server.script(  # one memory per turn (an exact repeat would be stored once)
+        "salience",
+        *(said({"score": 0.9, "summary": f"The user has cat number {k}."}) for k in range(TURNS)),
+    )
     asyncio.run(_salient_turns(TURNS))
     # every job makes one slow model call: consolidation fails without writing (so that every
     # profile job sees the same items), a profile version rests on item 1
