@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.status import Status
+from rich.live import Live
+from rich.spinner import Spinner
 
 from novaberg.cli.common import err_console, guarded, load, setup_logging
 from novaberg.cli.safe import SafeConsole, styled
@@ -39,7 +40,8 @@ class TurnView:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.live = console.is_terminal
-        self.status: Status | None = None
+        self.status: Live | None = None
+        self.spinner = Spinner("dots")
         self.streaming = False
         self.streamed: list[str] = []
 
@@ -50,11 +52,12 @@ class TurnView:
         if self.streaming:  # the draft is on screen; the review goes on below it
             self.console.print()
             self.streaming = False
-        if self.status is None:
-            self.status = self.console.status(label, spinner="dots")
-            self.status.start()
+        self.spinner.update(text=label)
+        if self.status is None:  # shown at once, not at the next refresh (a node may be quick)
+            self.status = Live(self.spinner, console=self.console, transient=True)
+            self.status.start(refresh=True)
         else:
-            self.status.update(label)
+            self.status.refresh()
 
     def token(self, piece: str) -> None:
         if not self.streaming:
