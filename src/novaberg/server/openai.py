@@ -239,9 +239,7 @@ async def _task(
             yield _chunk(completion_id, created, {"content": piece}, None)
         yield _chunk(completion_id, created, {}, "stop")
         if include_usage:
-            tail = {"id": completion_id, "object": "chat.completion.chunk", "created": created}
-            last = {**tail, "model": body.model, "choices": [], "usage": usage}
-            yield f"data: {json.dumps(last)}\n\n"
+            yield _usage_chunk(completion_id, created, body.model, usage)
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(sse(), media_type="text/event-stream")
@@ -366,6 +364,19 @@ def _chunk(completion_id: str, created: int, delta: dict[str, Any], finish: str 
     return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
+def _usage_chunk(completion_id: str, created: int, model: str, usage: dict[str, int]) -> str:
+    """The last chunk before ``[DONE]`` when ``stream_options.include_usage`` is set."""
+    chunk = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage,
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
 def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
@@ -450,15 +461,8 @@ async def _stream(
                 yield _chunk(completion_id, created, {"content": piece}, None)
         yield _chunk(completion_id, created, {}, "stop")
         if include_usage:
-            usage = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": MODEL_ID,
-                "choices": [],
-                "usage": await usage_of(engine, result, earlier),
-            }
-            yield f"data: {json.dumps(usage)}\n\n"
+            usage = await usage_of(engine, result, earlier)
+            yield _usage_chunk(completion_id, created, MODEL_ID, usage)
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(
