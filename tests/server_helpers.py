@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,14 @@ from novaberg.storage.db import LOOP_GUARD_ENV, Database
 from novaberg.testing import OllamaTestServer
 
 START_TIMEOUT_S = 60.0
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    """Poll ``condition`` (a real state: a row, a request seen) until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 @dataclass

@@ -33,9 +33,9 @@ import pytest
 import novaberg
 from novaberg.backends.guards import says_context_exceeded
 from novaberg.echo import EchoFilter, EchoGuard
+from novaberg.engine.conversations import history_key, strip_reasoning
 from novaberg.prompts.neutral import _RUN, _TEMPLATE_TOKEN, neutralise
 from novaberg.redaction import redact, without_userinfo
-from novaberg.server.conversations import history_key, strip_reasoning
 from novaberg.thinking import _CONTROL, parse_control
 
 BOUND_S = 0.5
@@ -536,7 +536,7 @@ def package_patterns() -> Iterator[tuple[str, str, int]]:
 def test_scan_reads_the_package_patterns() -> None:
     found = {where for where, _, _ in package_patterns()}
     assert {
-        "novaberg.server.conversations._RULE",
+        "novaberg.engine.conversations._RULE",
         "novaberg.thinking._CONTROL",
         "novaberg.prompts.neutral._TEMPLATE_TOKEN",
         "novaberg.prompts.neutral._RUN",

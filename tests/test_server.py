@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from novaberg.config import Settings, load_settings
+from novaberg.engine.conversations import aliased_conversation
 from novaberg.server.app import create_app
-from novaberg.server.conversations import aliased_conversation
 from novaberg.server.users import UserStore
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
@@ -391,9 +391,9 @@ def test_the_readme_examples_run(
 
 
 def test_a_front_end_chat_id_maps_to_one_conversation_per_user(db: Database) -> None:
-    first = aliased_conversation(db, "ada", "chat-1")
-    assert aliased_conversation(db, "ada", "chat-1") == first
-    bobs = aliased_conversation(db, "bob", "chat-1")
-    assert bobs != first
-    assert aliased_conversation(db, "ada", "chat-2") not in (first, bobs)
+    first, new = aliased_conversation(db, "ada", "chat-1")
+    assert new and aliased_conversation(db, "ada", "chat-1") == (first, False)
+    bobs, new = aliased_conversation(db, "bob", "chat-1")
+    assert new and bobs != first
+    assert aliased_conversation(db, "ada", "chat-2")[0] not in (first, bobs)
     assert db.conversation_user(first) == "ada" and db.conversation_user(bobs) == "bob"

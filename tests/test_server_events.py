@@ -28,7 +28,7 @@ from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
 from tests.conftest import CONTRACT_KEYS
-from tests.server_helpers import Nova, running_nova
+from tests.server_helpers import Nova, running_nova, wait_for
 
 FOLLOWUP_WAIT_S = 1.5
 SLOW_S = 3.5  # longer than FOLLOWUP_WAIT_S: the follow-up misses its response
@@ -239,10 +239,10 @@ def test_the_tribunals_rejected_draft_never_streams(nova: Nova, server: OllamaTe
     assert "Draft with a problem" not in json.dumps([e.data for e in events[:-1]])
 
 
-def test_a_client_that_leaves_mid_stream_leaves_the_turn_to_finish_with_its_follow_up(
+def test_a_client_that_leaves_after_the_answer_leaves_the_turn_to_finish_with_its_follow_up(
     nova: Nova, server: OllamaTestServer
 ) -> None:
-    last_resort(server, "Finished without you.", answer_delay_s=1.0)
+    last_resort(server, "Finished without you.", delay_s=1.0)
     with event_stream(nova, "eve") as events:
         with httpx.stream(
             "POST",
@@ -252,8 +252,9 @@ def test_a_client_that_leaves_mid_stream_leaves_the_turn_to_finish_with_its_foll
             json={"message": "I will not wait"},
             timeout=60,
         ) as response:
-            start = next(parse(response.iter_lines()))
-        assert start.event == "start"  # gone before the answer (the responder takes 1 s)
+            seen = until(parse(response.iter_lines()), lambda e: e.event == "reply")
+        start = seen[0]
+        assert start.event == "start"  # gone after the answer, before the follow-up (1 s)
         [followup] = [
             e for e in until(events, lambda e: e.event == "followup") if e.event == "followup"
         ]
@@ -270,6 +271,48 @@ def test_a_client_that_leaves_mid_stream_leaves_the_turn_to_finish_with_its_foll
     finally:
         db.close()
     assert delivered == []  # no response showed it: the next /v1 response will
+
+
+def test_a_client_that_leaves_before_the_answer_aborts_the_turn(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    server.script("responder", Reply(content="Nobody reads this.", delay_s=30))
+    with httpx.stream(
+        "POST",
+        f"{nova.url}/api/turns",
+        params={"stream": "true"},
+        headers=nova.auth("eve"),
+        json={"message": "Never mind"},
+        timeout=60,
+    ) as response:
+        lines = response.iter_lines()
+        start = next(parse(lines))
+        wait_for(lambda: bool(server.requests(caller="responder")), "the responder call")
+    turn_id = start.data["turn_id"]
+
+    def status() -> str:
+        db = nova.db()
+        try:
+            turn = db.turn(turn_id)
+        finally:
+            db.close()
+        return str(turn["status"]) if turn else ""
+
+    wait_for(lambda: status() == "aborted", "the turn marked aborted")  # not after 30 s
+    stored = httpx.get(f"{nova.url}/api/turns/{turn_id}", headers=nova.auth("eve"), timeout=30)
+    assert stored.status_code == 409 and "aborted" in stored.json()["detail"]
+    db = nova.db()
+    try:
+        kept = db.query("SELECT role FROM messages WHERE turn_id = ?", (turn_id,))
+        why = db.turn(turn_id)
+    finally:
+        db.close()
+    assert kept == [] and why is not None and "went away" in why["error"]
+    # the conversation is free at once for the next message
+    server.reset()
+    server.script("responder", Reply(content="Here now."))
+    nxt = post_turn(nova, "Back again", "eve", conversation_id=start.data["conversation_id"])
+    assert nxt["reply"] == "Here now."
 
 
 def test_a_follow_up_arrives_on_api_events_and_only_for_its_user(

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from novaberg.server.conversations import _matches, _Stored
+from novaberg.engine.conversations import _matches, _Stored
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from novaberg.server.conversations import _shared
+from novaberg.engine.conversations import _shared
 from novaberg.testing import OllamaTestServer
 from tests.server_helpers import Nova, running_nova
 

@@ -17,7 +17,7 @@ import httpx
 import jwt as pyjwt
 import pytest
 
-from novaberg.server.conversations import history_key
+from novaberg.engine.conversations import history_key
 from novaberg.server.errors import ApiProblem
 from novaberg.server.frontend import end_user, end_user_name
 from novaberg.server.users import UserStore

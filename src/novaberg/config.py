@@ -275,6 +275,13 @@ class Server(BaseModel):
     stream_chunk_chars: int = Field(
         48, ge=1, description="characters per streamed content chunk of the finished answer"
     )
+    frontend_system_prompt: Literal["ignore", "situation"] = Field(
+        "ignore",
+        description="what a /v1 request's own system messages (a front-end's system prompt, "
+        "character card, persona) become: ignore (a notice in the turn's trace), or situation "
+        "(the responder is given them as the setting, never as Nova's instructions; no judge "
+        "sees them)",
+    )
     followup_wait_s: float = Field(
         10.0,
         ge=0,

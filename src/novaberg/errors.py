@@ -19,6 +19,9 @@ message says what happened and what to do about it::
     ├── ModelOutputError             the model answered, but nothing usable (e.g. empty every time)
     ├── GraphError                   a turn graph was built or run wrongly
     │   └── UndeclaredChannelWrite   a node wrote a state key that is not a declared channel
+    ├── TurnRefused                  a turn not admitted (nothing started, nothing stored)
+    │   ├── ConversationBusy         the conversation has a turn running (one at a time)
+    │   └── QueueFull                too many model calls wait (``server.max_queue``)
     ├── StorageError                 the database could not be opened, migrated or written
     ├── EmbedderError                an in-process embedder is not installed or could not run
     └── VectorDimensionError         stored vectors of an embedder have another length (reindex)
@@ -146,6 +149,37 @@ class UndeclaredChannelWrite(GraphError):
 
     LangGraph drops such a write silently; Novaberg refuses it loudly.
     """
+
+
+class TurnRefused(NovabergError):
+    """A turn was not admitted (:mod:`novaberg.engine.service`): nothing was started or
+    stored, and the message says when to try again."""
+
+
+class ConversationBusy(TurnRefused):
+    """The conversation has a turn running in this process; one runs at a time."""
+
+    def __init__(self, conversation: int) -> None:
+        super().__init__(
+            f"Conversation {conversation} has a turn running; send the next message when it "
+            "has finished."
+        )
+        self.conversation = conversation
+
+
+class QueueFull(TurnRefused):
+    """``limit`` model calls already wait for a slot (``server.max_queue``)."""
+
+    retry_after_s = 5
+    """A hint for when to try again: a turn is several calls."""
+
+    def __init__(self, waiting: int, limit: int) -> None:
+        super().__init__(
+            f"{waiting} model calls are waiting (server.max_queue is {limit}); try again "
+            f"in about {self.retry_after_s} seconds."
+        )
+        self.waiting = waiting
+        self.limit = limit
 
 
 class StorageError(NovabergError):

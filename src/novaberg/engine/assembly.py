@@ -38,7 +38,8 @@ def compile_turn_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
                 detour=True,
                 fallback=corrector.FALLBACK,
             ),
-            Stage("salience", salience.salience, fallback=salience.FALLBACK),
+            # the answer goes out here: salience and the memory write only keep books
+            Stage("salience", salience.salience, fallback=salience.FALLBACK, answer_final=True),
             Stage("memory_write", memory_write),
         ]
     )

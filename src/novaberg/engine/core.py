@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +31,7 @@ from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import catch_up, start_message_vector
-from novaberg.nodes.context import ProgressCallback, TurnContext
+from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
 from novaberg.storage.db import Database
@@ -191,6 +191,10 @@ class Engine:
         on_start: Callable[[int], None] | None = None,
         regenerate: int | None = None,
         drain_followups: bool = True,
+        on_answer: AnswerCallback | None = None,
+        shown: Shown | None = None,
+        notices: Sequence[str] = (),
+        aside: str = "",
     ) -> TurnResult:
         """Run one turn, then any second pass it scheduled (its answer is a follow-up).
 
@@ -204,6 +208,11 @@ class Engine:
         ``drain_followups=False``: return once the turn is stored; the caller runs
         :meth:`drain_self_triggers` (the server, which answers before its follow-ups). With
         the default, the follow-ups returned count as delivered (``novaberg.deliveries``).
+        ``on_answer(reply)``: the answer as soon as it is final, before salience and the memory
+        write (the turn is stored after it, or marked failed). ``shown``: what a front-end
+        shows (its resent chat: the responder's recent history). ``notices``: for the trace,
+        from whoever admitted the turn. ``aside``: a sentence of Nova's own after the answer
+        (fixed text, not judged), stored and handed out with it.
         """
         user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
@@ -217,11 +226,15 @@ class Engine:
             on_progress,
             parent_turn_id=regenerate,
             on_start=on_start,
+            on_answer=on_answer,
+            shown=shown,
+            notices=notices,
+            aside=aside,
         )
         if drain_followups:
             result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
-            shown = [int(f["turn_id"]) for f in result.followups]
-            await self.db.run(deliveries.mark_delivered, self.db, shown, "inline")
+            inline = [int(f["turn_id"]) for f in result.followups]
+            await self.db.run(deliveries.mark_delivered, self.db, inline, "inline")
         result.events = await self.db.run(self.db.events_of_turn, result.turn_id)
         return result
 
@@ -311,6 +324,10 @@ class Engine:
         on_progress: ProgressCallback | None,
         parent_turn_id: int | None = None,
         on_start: Callable[[int], None] | None = None,
+        on_answer: AnswerCallback | None = None,
+        shown: Shown | None = None,
+        notices: Sequence[str] = (),
+        aside: str = "",
     ) -> TurnResult:
         began = time.perf_counter()
         CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
@@ -327,8 +344,12 @@ class Engine:
             events=self.events,
             on_token=on_token,
             on_progress=on_progress,
+            on_answer=on_answer,
+            shown=shown,
+            aside=aside,
             message_vector=start_message_vector(self.settings, message, what="enricher"),
         )
+        ctx.trace.notices.extend(notices)
         state: TurnState = {
             "user_text": message,
             "user_id": user,
@@ -351,14 +372,10 @@ class Engine:
                 text=message,
             )
             final = cast(TurnState, output)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            await self.db.run(
-                self.db.end_turn_unfinished,
-                turn_id,
-                "aborted",
-                "interrupted by the user",
-                ctx.trace.calls,
-            )
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            # a cancel may say why (TurnService: the client left before the answer)
+            why = str(exc.args[0]) if exc.args else "interrupted by the user"
+            await self.db.run(self.db.end_turn_unfinished, turn_id, "aborted", why, ctx.trace.calls)
             log.info("turn %d aborted; nothing but its call records was stored", turn_id)
             self._ended("aborted", origin, began, ctx)
             raise
@@ -380,7 +397,26 @@ class Engine:
             raise
         finally:
             _settle(ctx.message_vector)
-        result = await self.db.run(
+        ctx.answered(final["reply"])  # a graph that ended before the salience stage
+        final = cast(TurnState, {**final, "reply": ctx.with_aside(final["reply"])})
+        # Shielded: a cancel now (the client left after the answer) must not leave the turn
+        # half-told; the store is one transaction in a database thread that ends anyway.
+        result = await asyncio.shield(self._store(user, final, ctx, turn_id, conversation, message))
+        self._ended("done", origin, began, ctx, trace_document(final, ctx.trace))
+        if result.memory_id is not None:
+            self._embed_later(user)
+        return result
+
+    async def _store(
+        self,
+        user: str,
+        final: TurnState,
+        ctx: TurnContext,
+        turn_id: int,
+        conversation: int,
+        message: str,
+    ) -> TurnResult:
+        return await self.db.run(
             store_turn,
             self.db,
             self.events,
@@ -392,10 +428,6 @@ class Engine:
             conversation,
             message,
         )
-        self._ended("done", origin, began, ctx, trace_document(final, ctx.trace))
-        if result.memory_id is not None:
-            self._embed_later(user)
-        return result
 
     def _embed_later(self, user: str) -> None:
         """Give the item this turn stored its vector now, beside the turn rather than in the

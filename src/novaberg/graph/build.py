@@ -49,6 +49,9 @@ class Stage:
     ``runs``: for a node that decides itself whether to do anything (the thinker): whether it
     will; one that will not is still traced but not announced as progress (the client's
     live line names only nodes that work).
+    ``answer_final``: the reply is final when this stage begins (the first stage after the
+    tribunal): the caller gets it then (``TurnContext.answered``), not after the stages
+    that only keep books.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Stage:
     detour: bool = False
     fallback: Fallback | None = None
     runs: Callable[[TurnState, TurnContext], bool] | None = None
+    answer_final: bool = False
 
 
 def strict(
@@ -66,12 +70,16 @@ def strict(
     declared: frozenset[str] = DECLARED_CHANNELS,
     fallback: Fallback | None = None,
     runs: Callable[[TurnState, TurnContext], bool] | None = None,
+    answer_final: bool = False,
 ) -> Any:
     """Wrap a node: hand it the turn context, announce it, refuse undeclared writes, and
-    apply the failure rule (a fallback and a notice, or a failed turn that names the node)."""
+    apply the failure rule (a fallback and a notice, or a failed turn that names the node).
+    ``answer_final``: hand the reply to the caller before the node runs."""
 
     async def node(state: TurnState, config: RunnableConfig) -> dict[str, Any]:
         ctx: TurnContext = config["configurable"]["turn"]
+        if answer_final and state.get("reply") is not None:
+            ctx.answered(state["reply"])
         ctx.entered(name, announce=runs is None or runs(state, ctx))
         try:
             update = await otel.node(name, fn(state, ctx))
@@ -90,7 +98,13 @@ def strict(
 def build_turn_graph(stages: Sequence[Stage]) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(TurnState)
     for stage in stages:
-        node = strict(stage.name, stage.run, fallback=stage.fallback, runs=stage.runs)
+        node = strict(
+            stage.name,
+            stage.run,
+            fallback=stage.fallback,
+            runs=stage.runs,
+            answer_final=stage.answer_final,
+        )
         graph.add_node(stage.name, node)
     pipeline = [s for s in stages if not s.detour]
     _connect(graph, START, pipeline)

@@ -12,11 +12,25 @@ from novaberg.context import CallContext
 from novaberg.events import EventQueue
 from novaberg.memory.embedding import Vectors
 from novaberg.prompts.templates import Prompts
-from novaberg.storage.db import Database
+from novaberg.storage.db import Database, Message
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.registry import ToolRegistry
 
 ProgressCallback = Callable[[str], None]
+AnswerCallback = Callable[[str], None]
+"""Called once with the turn's answer when it is final: the tribunal passed it (or there is
+no tribunal), before salience and the memory write (:func:`~novaberg.graph.build.strict`)."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a front-end shows its user and sent with the message (``/v1``): the chat as it
+    resent it, which becomes the responder's recent history instead of Nova's stored one,
+    and, when ``server.frontend_system_prompt`` is ``situation``, its system prompt, handed
+    to the responder as part of the situation (never as instructions, never to a judge)."""
+
+    history: tuple[Message, ...]
+    system: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -27,6 +41,11 @@ class TurnContext(CallContext):
     tools: ToolRegistry = field(default_factory=builtin_registry)
     on_token: TokenCallback | None = None
     on_progress: ProgressCallback | None = None
+    on_answer: AnswerCallback | None = None
+    shown: Shown | None = None
+    aside: str = ""
+    """A sentence of Nova's own after the answer (fixed text, never judged): what she could
+    not read of the message. Handed out and stored with the answer."""
     message_vector: asyncio.Task[Vectors] | None = None
     """The user message's vector, computed from the turn's start
     (:func:`~novaberg.memory.retrieval.start_message_vector`), for the enricher."""
@@ -36,3 +55,12 @@ class TurnContext(CallContext):
         self.trace.enter(node)
         if announce and self.on_progress is not None:
             self.on_progress(node)
+
+    def with_aside(self, reply: str) -> str:
+        return f"{reply}\n\n{self.aside}" if self.aside else reply
+
+    def answered(self, reply: str) -> None:
+        """The answer is final: hand it (with the aside) to the caller now, once per turn."""
+        if self.on_answer is not None:
+            callback, self.on_answer = self.on_answer, None
+            callback(self.with_aside(reply))

@@ -1,7 +1,9 @@
 """Enricher (no LLM; the message's embedding comes from the memory embedder): loads what the
 responder should know.
 
-- the conversation's recent completed exchanges;
+- the conversation's recent completed exchanges: Nova's stored ones, or, for a front-end that
+  resends its chat (``ctx.shown``), the chat as it shows it (a branch the user left behind,
+  a stopped reply, an earlier answer to a message asked again: not sent);
 - memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning, the
   message's vector computed from the turn's start, beside the router's call; then
   recency + importance + relevance, in a token budget), each with the reason it was chosen;
@@ -58,8 +60,14 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     chosen = found.items
     today = date.today()
 
+    shown = ctx.shown
+    turns = ctx.settings.history_turns
+
     def load() -> tuple[list[Message], list[MemoryItem], dict[str, str]]:
-        history = ctx.db.history(state["conversation_id"], ctx.settings.history_turns)
+        if shown is not None:
+            history = list(shown.history[-turns * 2 :]) if turns > 0 else []
+        else:
+            history = ctx.db.history(state["conversation_id"], turns)
         events = store.events_between(
             user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
@@ -32,8 +33,8 @@ log = logging.getLogger("novaberg")
 
 
 def _background(p: Prompts, situation: Situation) -> list[str]:
-    """Memory, profile and timeline as parts of the system prompt (the user's words, so
-    neutralised: they cannot forge a header or a control line)."""
+    """Memory, profile, timeline and a front-end's setting as parts of the system prompt (the
+    user's words, so neutralised: they cannot forge a header or a control line)."""
     parts = []
     if situation.memories:
         parts.append(p.memory_intro + "\n" + "\n".join(as_item(m) for m in situation.memories))
@@ -44,6 +45,8 @@ def _background(p: Prompts, situation: Situation) -> list[str]:
         intro = p.timeline_intro.format(today=date.today().isoformat())
         items = [as_item(text, f"- {as_line(day)}: ") for day, text in situation.timeline]
         parts.append(intro + "\n" + "\n".join(items))
+    if situation.frontend:
+        parts.append(p.frontend_intro + "\n" + neutralise(situation.frontend))
     return parts
 
 
@@ -73,6 +76,8 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
 
     budget = Budget.of(ctx, "responder")
     everything = Situation.from_state(state)
+    if ctx.shown is not None and ctx.shown.system:
+        everything = replace(everything, frontend=ctx.shown.system)
     bare = fit_situation(everything, 0)[0]
     fixed = messages_tokens(assemble(bare, [], message))
     if fixed > budget.prompt:  # last resort: the message alone does not fit the window
@@ -103,6 +108,7 @@ def instruction_texts(prompts: Prompts) -> list[str]:
         prompts.memory_intro,
         prompts.profile_intro,
         prompts.timeline_intro.format(today=today),
+        prompts.frontend_intro,
         SECOND_PASS.get(prompts.language, SECOND_PASS["en"]),
     ]
 

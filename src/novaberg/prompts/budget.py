@@ -308,6 +308,7 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
         "core": situation.profile_core,
         "adaptive": situation.profile_adaptive,
         "answer": situation.background_answer,
+        "frontend": situation.frontend,
     }
     sizes = [
         _LABEL_TOKENS + sum(map(_item_cost, memories)) if memories else 0,
@@ -336,9 +337,11 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
             short = ""
         fitted[name] = short
         if short != text:
-            label = {"core": "profile (stable)", "adaptive": "profile (current)"}.get(
-                name, "Nova's answer (background)"
-            )
+            label = {
+                "core": "profile (stable)",
+                "adaptive": "profile (current)",
+                "frontend": "the front-end's system prompt",
+            }.get(name, "Nova's answer (background)")
             cuts.append(
                 f"{label} cut to {estimate_tokens(short)} of {estimate_tokens(text)} tokens"
             )
@@ -354,6 +357,7 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
             profile_core=fitted["core"],
             profile_adaptive=fitted["adaptive"],
             background_answer=fitted["answer"],
+            frontend=fitted["frontend"],
         ),
         cuts,
     )
@@ -382,6 +386,7 @@ def _bare(situation: Situation) -> Situation:
         profile_core="",
         profile_adaptive="",
         background_answer="",
+        frontend="",
     )
 
 

@@ -97,6 +97,10 @@ class Situation:
     profile_adaptive: str = ""
     timeline: Sequence[tuple[str, str]] = ()
     background_answer: str = ""
+    frontend: str = ""
+    """A front-end's own system prompt (a character card, a persona), handed on as setting
+    when ``server.frontend_system_prompt`` is ``situation``: the responder's only; no judge
+    is given it (:meth:`from_state` leaves it empty)."""
 
     @classmethod
     def from_state(cls, state: Any, *, with_answer: bool = False) -> Situation:

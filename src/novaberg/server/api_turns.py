@@ -5,13 +5,15 @@
 
 The stream's events: ``start`` {turn_id, conversation_id}; ``progress`` {node, turn_id} while
 the pipeline runs; ``token`` {text} the answer that passed the tribunal, in pieces (a draft
-the tribunal sent back never streams); ``reply`` {text, turn_id}; ``followup`` {text, turn_id,
-parent_turn_id} per self-triggered follow-up ready within ``server.followup_wait_s``;
-``done`` {the ``ask --json`` object}; or ``error`` {detail, status} (the non-streamed
-answer's message and status). A request refused before its turn starts (bad input, a
-conversation that is not the user's) is a plain HTTP error. A client that disconnects
-mid-stream does not stop the turn: it finishes and is stored, and a follow-up that comes
-later is on ``GET /api/events``.
+the tribunal sent back never streams), as soon as the tribunal passed it; ``reply`` {text,
+turn_id}; ``followup`` {text, turn_id, parent_turn_id} per self-triggered follow-up ready
+within ``server.followup_wait_s``; ``done`` {the ``ask --json`` object} once the turn is
+stored; or ``error`` {detail, status} (the non-streamed answer's message and status). A
+request refused before its turn starts (bad input, a conversation that is not the user's, a
+turn running in it, a full queue) is a plain HTTP error. A client that goes away before the
+answer reached it aborts the turn (stored as aborted, nothing but its call records kept);
+after the answer, the turn finishes and is stored, and a follow-up that comes later is on
+``GET /api/events``.
 
 Everything runs as the key's user; another user's turn or conversation answers 404 exactly as
 one that does not exist. Errors in FastAPI's ``{"detail": ...}`` shape.
@@ -29,13 +31,14 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
-from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError, error_kind
-from novaberg.server import followups, sse
+from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Started, Stored, TurnAsk
+from novaberg.errors import NovabergError, UsageError, error_kind
+from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem, api_errors
-from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
 from novaberg.server.stored_turns import stored_turn_json, turn_owner
+from novaberg.server.turns import admit, failure, watch
 from novaberg.text import quoted
 from novaberg.validation import validate_message
 
@@ -51,14 +54,6 @@ class TurnRequest(BaseModel):
     conversation_id: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="One of the user's conversations; new if unset."
     )
-
-
-def _turn_problem(exc: BaseException) -> ApiProblem:
-    if isinstance(exc, UsageError):
-        return ApiProblem(400, str(exc))
-    if isinstance(exc, BackendError | ModelOutputError):
-        return ApiProblem(502, "The model backend gave no usable answer.")
-    return ApiProblem(500, "The turn failed; the server log names the error.")
 
 
 def _no_conversation(conversation: int) -> ApiProblem:
@@ -99,23 +94,28 @@ async def post_turn(
         await db.run(db.conversation_user, body.conversation_id) != user
     ):
         raise _no_conversation(body.conversation_id)
-    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)  # 503
     conversation: int = (
         body.conversation_id
         if body.conversation_id is not None
         else await db.run(db.new_conversation, user)
     )
-    busy: ConversationBusy = request.app.state.busy
-    busy.claim(conversation)  # 409 while a turn of this conversation runs
-    if stream:  # released when the streamed turn ends (_stream_turn)
-        return await _stream_turn(engine, request, user, message, conversation)
+    turn = admit(request, TurnAsk(user, message, conversation))  # 409, 503
+    watcher = watch(request, turn)
+    if stream:
+        return await _stream_turn(engine, turn, watcher)
     try:
-        result = await engine.run_turn(message, conversation_id=conversation, user=user)
-    except NovabergError as exc:
-        raise _turn_problem(exc) from exc
+        async for event in turn.events():
+            if isinstance(event, Failed):
+                if isinstance(event.error, asyncio.CancelledError):
+                    raise event.error  # the client left (nobody reads this), or a stop
+                raise failure(event.error) from event.error
+            if isinstance(event, Stored):
+                result = event.result
     finally:
-        busy.release(conversation)
-    engine.start_background()  # the turn's memory jobs, in this process's loop
+        watcher.cancel()
+    # as `novaberg ask --json`: with every follow-up of the turn, however long it takes
+    result.followups = await turn.followups(engine, None, "inline")
+    result.events = await db.run(db.events_of_turn, result.turn_id)
     return result.contract_json()
 
 
@@ -126,60 +126,58 @@ def _pieces(text: str, size: int) -> list[str]:
 def _error_event(exc: BaseException) -> str:
     if not isinstance(exc, NovabergError):
         log.error("a streamed turn failed: %s", error_kind(exc))
-    problem = _turn_problem(exc)
+    problem = failure(exc)
     return sse.event("error", {"detail": str(problem.detail), "status": problem.status_code})
 
 
 async def _stream_turn(
-    engine: Engine, request: Request, user: str, message: str, conversation: int
+    engine: Engine, turn: AdmittedTurn, watcher: asyncio.Task[None]
 ) -> StreamingResponse:
-    """``POST /api/turns?stream=true``: the turn runs as a task of its own (it outlives a
-    client that leaves); the response reports it as server-sent events. The conversation is
-    claimed busy by the caller; released here once the answer is stored (or failed)."""
+    """``POST /api/turns?stream=true``: the admitted turn's events as server-sent events."""
     db = engine.db
-    happened: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    turn = followups.start(
-        engine,
-        request.app.state.turns,
-        message,
-        user,
-        conversation,
-        on_start=lambda turn_id: happened.put_nowait(("start", turn_id)),
-        on_progress=lambda node: happened.put_nowait(("progress", node)),
-    )
-    turn.answer.add_done_callback(lambda _: happened.put_nowait(("end", None)))
-    busy: ConversationBusy = request.app.state.busy
-    turn.answer.add_done_callback(lambda _: busy.release(conversation))
-    kind, turn_id = await happened.get()
-    if kind != "start":  # the turn failed before it was recorded: a plain HTTP error
-        exc = turn.answer.exception() if not turn.answer.cancelled() else None
-        raise _turn_problem(exc if exc is not None else RuntimeError("cancelled"))
+    events = turn.events()
+    try:
+        first = await anext(events)
+    except BaseException:
+        watcher.cancel()
+        raise
+    if not isinstance(first, Started):  # the turn failed before it was recorded
+        watcher.cancel()
+        raise failure(first.error if isinstance(first, Failed) else RuntimeError())
+    turn_id = first.turn_id
+    conversation = turn.conversation
     wait_s = engine.settings.server.followup_wait_s
     size = engine.settings.server.stream_chunk_chars
 
-    async def events() -> AsyncIterator[str]:
-        yield sse.event("start", {"turn_id": turn_id, "conversation_id": conversation})
-        while (item := await happened.get())[0] != "end":
-            yield sse.event("progress", {"node": item[1], "turn_id": turn_id})
-        if turn.answer.cancelled():
-            return  # the server stops; the turn is marked aborted
-        if (exc := turn.answer.exception()) is not None:
-            yield _error_event(exc)
-            return
-        result = turn.answer.result()
-        for piece in _pieces(result.reply, size):
-            yield sse.event("token", {"text": piece})
-        yield sse.event("reply", {"text": result.reply, "turn_id": result.turn_id})
-        ready = await followups.ready_followups(turn, wait_s)
-        result.followups = await followups.deliver(engine, ready, "api")
-        for f in result.followups:
-            data = {"text": f["reply"], "turn_id": f["turn_id"], "parent_turn_id": turn_id}
-            yield sse.event("followup", data)
-        result.events = await db.run(db.events_of_turn, result.turn_id)
-        yield sse.event("done", result.contract_json())
+    async def stream() -> AsyncIterator[str]:
+        try:
+            yield sse.event("start", {"turn_id": turn_id, "conversation_id": conversation})
+            async for event in events:
+                if isinstance(event, Progress):
+                    yield sse.event("progress", {"node": event.node, "turn_id": turn_id})
+                elif isinstance(event, Answer):
+                    for piece in _pieces(event.text, size):
+                        yield sse.event("token", {"text": piece})
+                    yield sse.event("reply", {"text": event.text, "turn_id": turn_id})
+                    turn.delivered()
+                elif isinstance(event, Failed):
+                    if not isinstance(event.error, asyncio.CancelledError):
+                        yield _error_event(event.error)
+                    return  # cancelled: the client left, or the server stops (aborted)
+                elif isinstance(event, Stored):
+                    result = event.result
+            result.followups = await turn.followups(engine, wait_s, "api")
+            for f in result.followups:
+                data = {"text": f["reply"], "turn_id": f["turn_id"], "parent_turn_id": turn_id}
+                yield sse.event("followup", data)
+            result.events = await db.run(db.events_of_turn, result.turn_id)
+            yield sse.event("done", result.contract_json())
+        finally:
+            watcher.cancel()
+            turn.leave()  # a response cut off before the answer: the turn is aborted
 
     ids = {CONVERSATION_HEADER: str(conversation), TURN_HEADER: str(turn_id)}
-    return StreamingResponse(events(), media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **ids})
+    return StreamingResponse(stream(), media_type=sse.MEDIA_TYPE, headers={**sse.HEADERS, **ids})
 
 
 @router.get(

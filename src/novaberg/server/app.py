@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
+from novaberg.engine.service import TurnService
 from novaberg.server import (
     api_details,
     api_events,
@@ -31,7 +32,7 @@ from novaberg.server.cache import NoStore
 from novaberg.server.errors import install_error_handlers
 from novaberg.server.head import HeadAsGet
 from novaberg.server.hosts import HostAllowList, allowed_hosts
-from novaberg.server.limits import BodyLimit, ConversationBusy, StreamSlots
+from novaberg.server.limits import BodyLimit, StreamSlots
 from novaberg.server.ratelimit import RateLimiter
 from novaberg.worker import Sweeper
 
@@ -51,22 +52,13 @@ CORS_RESPONSE_HEADERS = ["X-Novaberg-Conversation-Id", "X-Novaberg-Turn-Id", "Re
 
 
 async def finish_turns(app: FastAPI, grace_s: float) -> None:
-    """Let the turns still running (their client left, or uvicorn stopped waiting for it)
-    finish within what is left of ``grace_s`` since the shutdown began
+    """Let the turns still running (their client left after the answer, or uvicorn stopped
+    waiting for it) finish within what is left of ``grace_s`` since the shutdown began
     (``app.state.stopping_since``, set by ``novaberg serve``); cancel the rest, which the
     engine stores as aborted."""
-    turns: set[asyncio.Task[object]] = app.state.turns
+    service: TurnService = app.state.service
     since: float = getattr(app.state, "stopping_since", time.monotonic())
-    left = grace_s - (time.monotonic() - since)
-    if turns and left > 0:
-        log.info("waiting up to %.1f s for %d running turn(s)", left, len(turns))
-        await asyncio.wait(list(turns), timeout=left)
-    late = [t for t in turns if not t.done()]
-    for task in late:
-        task.cancel()
-    if late:
-        log.warning("%d turn(s) still running after the shutdown grace: aborted", len(late))
-    await asyncio.gather(*turns, return_exceptions=True)
+    await service.finish(grace_s - (time.monotonic() - since))
     # requests uvicorn cancelled after the grace: their turns store themselves as aborted
     requests: set[asyncio.Task[object]] = app.state.requests
     if requests:
@@ -106,8 +98,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
         app.state.engine = engine
         app.state.metrics = metrics.Metrics(engine.queue)
         engine.queue.observers.add(app.state.metrics)
-        app.state.turns = set()
-        app.state.busy = ConversationBusy()
+        app.state.service = TurnService(engine)
         # turns of a dead process, memory jobs and second passes left waiting: now and every
         # server.poll_s (other processes on one PostgreSQL leave them too)
         sweeper = Sweeper(engine, settings.server.poll_s)

@@ -1,8 +1,9 @@
 """Limits on what the server takes: the body cap (a request body larger than
 ``server.max_body_bytes`` is refused with 413 before any route reads it; bodies under the cap
-are read whole and handed on), one running turn per conversation (409), and a full model queue
-(503), and ``server.max_streams`` event streams per user (429). The per-user rate limit is
-:mod:`novaberg.server.ratelimit`."""
+are read whole and handed on) and ``server.max_streams`` event streams per user (429). The
+per-user rate limit is :mod:`novaberg.server.ratelimit`; one running turn per conversation
+(409) and a full model queue (503) are the engine's admission
+(:mod:`novaberg.engine.service`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections import Counter
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from novaberg.queue import ModelQueue
 from novaberg.server.errors import ApiProblem, error_response
 
 
@@ -66,44 +66,8 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-class ConversationBusy:
-    """One running turn per conversation in this process: a second request for a
-    conversation whose turn still runs is refused with 409 (it does not wait)."""
-
-    def __init__(self) -> None:
-        self._running: set[int] = set()
-
-    def claim(self, conversation: int) -> None:
-        if conversation in self._running:
-            raise ApiProblem(
-                409,
-                f"Conversation {conversation} has a turn running; send the next message when "
-                "it has finished.",
-                code="conversation_busy",
-            )
-        self._running.add(conversation)
-
-    def release(self, conversation: int) -> None:
-        self._running.discard(conversation)
-
-
 STREAM_RETRY_AFTER_S = 5
 """What ``Retry-After`` says when a user has all their event streams open."""
-QUEUE_RETRY_AFTER_S = 5
-"""What ``Retry-After`` says when the model queue is full (a hint: a turn is several calls)."""
-
-
-def refuse_when_queue_full(queue: ModelQueue, max_queue: int) -> None:
-    """503 with ``Retry-After`` when ``max_queue`` model calls already wait for a slot."""
-    waiting = sum(waiting for waiting, _ in queue.depth().values())
-    if waiting >= max_queue:
-        raise ApiProblem(
-            503,
-            f"{waiting} model calls are waiting (server.max_queue is {max_queue}); "
-            "try again after the seconds in Retry-After.",
-            code="queue_full",
-            headers={"Retry-After": str(QUEUE_RETRY_AFTER_S)},
-        )
 
 
 class StreamSlots:

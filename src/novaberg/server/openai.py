@@ -5,19 +5,24 @@ follow-up suggestions), a generation mode (Continue, Impersonate, Summarize), a 
 no user message, or one for the model ``nova-tasks`` — is answered by one plain model call and
 is no turn (:mod:`novaberg.engine.tasks`): it chooses and holds no conversation.
 
-The turn's message is the request's last user message; the history a client resends only
-chooses the conversation and tells a regenerate (:mod:`novaberg.server.conversations`), it is
-never stored (Nova has her own). One turn runs per conversation at a time (a second request
-gets 409); a full model queue answers 503 (:mod:`novaberg.server.limits`).
+The turn's message is the request's last user message. The history a client resends chooses
+the conversation and tells a regenerate (:mod:`novaberg.engine.conversations`), and it is the
+responder's recent history for the turn (what the front-end shows its user); it is never
+stored (Nova keeps her own). Only a request that names Nova's conversation
+(``X-Novaberg-Conversation-Id``) and resends nothing gets Nova's stored history. The turn is
+admitted through :mod:`novaberg.engine.service`: one runs per conversation at a time (a
+second request gets 409), a full model queue answers 503.
 
 What streams: while the turn runs, the node that runs (as ``reasoning_content``, when
-``server.stream_progress``); after it, the answer that passed the tribunal, as ``content``
-chunks (the responder's draft never streams: the tribunal may send it back); then any
-self-triggered follow-up of the turn ready within ``server.followup_wait_s``, set apart by a
-rule (``---``). A follow-up not ready by then keeps running; it comes at the start of the
-conversation's next response, set apart the same way (and always on ``GET /api/events``):
-each is delivered by one response only (:mod:`novaberg.deliveries`). A client that
-disconnects mid-stream leaves the turn running: it finishes and is stored.
+``server.stream_progress``); as soon as the tribunal passed it, the answer as ``content``
+chunks (the responder's draft never streams: the tribunal may send it back; salience and the
+memory write run after); then any self-triggered follow-up of the turn ready within
+``server.followup_wait_s``, set apart by a rule (``---``). A follow-up not ready by then
+keeps running; it comes at the start of the conversation's next response, set apart the same
+way (and always on ``GET /api/events``): each is delivered by one response only
+(:mod:`novaberg.deliveries`). A client that goes away before the answer reached it (Stop)
+aborts the turn: stored as aborted, its message and no reply kept; after the answer, the
+turn finishes and is stored.
 """
 
 from __future__ import annotations
@@ -27,27 +32,32 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.context import CallContext
 from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
-from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
-from novaberg.errors import BackendError, ModelOutputError, NovabergError, UsageError
-from novaberg.server import followups
-from novaberg.server.auth import engine_of, require_user
-from novaberg.server.conversations import (
-    CONVERSATION_HEADER,
-    TURN_HEADER,
-    Said,
-    choose_conversation,
+from novaberg.engine.conversations import Said, said_before, shown_history
+from novaberg.engine.service import (
+    AdmittedTurn,
+    Answer,
+    Failed,
+    Progress,
+    Started,
+    Stored,
+    TurnAsk,
 )
+from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
+from novaberg.errors import NovabergError, TurnRefused, UsageError
+from novaberg.nodes.context import Shown
+from novaberg.server.auth import engine_of, require_user
+from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, choose_conversation
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
-from novaberg.server.limits import ConversationBusy, refuse_when_queue_full
+from novaberg.server.turns import admit, failure, refused, service_of, watch
 from novaberg.text import is_blank, quoted
 from novaberg.validation import validate_message
 
@@ -85,6 +95,8 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    tools: list[Any] | None = None
+    """Read only to say that they are not used (Nova's thinker has her own)."""
 
 
 ATTACHED_FILES = ("<attached_files>", "</attached_files>")
@@ -127,6 +139,22 @@ def refuse_what_nova_cannot_read(message: ChatMessage, text: str) -> None:
                 f"message has nothing else ({', '.join(kinds)}); write it as text.",
                 code="unsupported_content",
             )
+
+
+UNREAD_SENTENCE = {
+    "en": "(I can only read the words of a message so far: I could not see what you attached.)",
+    "de": "(Ich kann bisher nur die Worte einer Nachricht lesen: Was du angehängt hast, sehe "
+    "ich nicht.)",
+}
+"""Said once per conversation after the answer to a message with images, audio or files
+beside its words."""
+
+
+def unread_parts(message: ChatMessage) -> list[str]:
+    """The kinds of the message's parts that are not text (images, audio, files)."""
+    if not isinstance(message.content, list):
+        return []
+    return sorted({p.type for p in message.content if p.type != "text"})
 
 
 def _last_user_index(messages: list[ChatMessage]) -> int:
@@ -176,14 +204,6 @@ def full_text(result: TurnResult, earlier: list[Followup] | None = None) -> str:
     )
 
 
-def _turn_error(exc: BaseException) -> ApiProblem:
-    if isinstance(exc, UsageError):
-        return ApiProblem(400, str(exc), code="invalid_message")
-    if isinstance(exc, BackendError | ModelOutputError):
-        return ApiProblem(502, "The model backend gave no usable answer.", code="backend_error")
-    return ApiProblem(500, "The turn failed; the server log names the error.", code="turn_failed")
-
-
 @router.get("/models")
 async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
     """``nova`` (each request is a turn), and ``nova-tasks`` for a front-end's own tasks (a
@@ -201,15 +221,19 @@ CHAT_ROLES = ("system", "user", "assistant")
 
 
 async def _task(
-    engine: Engine, body: ChatRequest, user: str, task: FrontendTask
+    request: Request, body: ChatRequest, user: str, task: FrontendTask
 ) -> JSONResponse | StreamingResponse:
     """A front-end's task: one plain call, answered in the shape asked for; no turn."""
-    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)
+    engine = engine_of(request)
+    try:
+        service_of(request).refuse_when_queue_full()
+    except TurnRefused as exc:
+        raise refused(exc) from None
     try:
         ctx = CallContext(settings=engine.settings, queue=engine.queue)
         done = await run_task(ctx, engine.db, user, task)
     except NovabergError as exc:
-        raise _turn_error(exc) from exc
+        raise failure(exc) from exc
     completion_id = f"chatcmpl-nova-task-{int(time.time() * 1000)}"
     created = int(time.time())
     usage = {
@@ -266,7 +290,7 @@ async def _task(
 )  # fmt: skip
 async def chat_completions(
     body: ChatRequest, request: Request, user: Annotated[str, Depends(require_user)]
-) -> JSONResponse | StreamingResponse:
+) -> JSONResponse | StreamingResponse | Response:
     if body.model not in (MODEL_ID, TASKS_MODEL_ID):
         raise ApiProblem(
             404,
@@ -278,29 +302,45 @@ async def chat_completions(
     said = [(m.role, text_of(m)) for m in body.messages if m.role in CHAT_ROLES]
     task = recognise(said, body.model)
     if task is not None:  # not the user speaking: no turn, no conversation, no memory
-        return await _task(engine, body, user, task)
+        return await _task(request, body, user, task)
     last = body.messages[_last_user_index(body.messages)]
     refuse_what_nova_cannot_read(last, text_of(last))
     try:
         message = validate_message(last_user_text(body.messages), engine.settings)
     except UsageError as exc:
         raise ApiProblem(400, str(exc), code="invalid_message") from exc
-    choice = await choose_conversation(
-        request, engine.db, user, resent_history(body.messages), message
+    history = resent_history(body.messages)
+    choice = await choose_conversation(request, engine.db, user, history, message)
+    unread = unread_parts(last)
+    aside = await _aside(engine, choice.conversation, unread)
+    ask = TurnAsk(
+        user,
+        message,
+        choice.conversation,
+        regenerate=choice.regenerate,
+        shown=_shown(request, body, history, engine.settings.server.frontend_system_prompt),
+        notices=(
+            *choice.notices(len(history)),
+            *_notices(body, unread, engine.settings.server.frontend_system_prompt),
+        ),
+        aside=aside,
     )
-    conversation = choice.conversation
-    refuse_when_queue_full(engine.queue, engine.settings.server.max_queue)
-    busy: ConversationBusy = request.app.state.busy
-    busy.claim(conversation)
+    turn = admit(request, ask)
+    watcher = watch(request, turn)
     if body.stream:
-        return await _stream(engine, request, body, user, message, conversation, choice.regenerate)
+        return await _stream(engine, request, body, turn, watcher)
     try:
-        result = await _turn(engine, request, user, message, conversation, choice.regenerate)
-    except NovabergError as exc:
-        raise _turn_error(exc) from exc
+        result = await _stored(turn)
     finally:
-        busy.release(conversation)
-    earlier = await followups.waiting_for(engine, conversation, before_turn=result.turn_id)
+        watcher.cancel()
+    if result is None:  # the client went away before the answer: the turn was aborted
+        return Response(status_code=499)
+    service = service_of(request)
+    wait_s = engine.settings.server.followup_wait_s
+    result.followups = await turn.followups(engine, wait_s, "openai")
+    earlier = await service.waiting_followups(
+        turn.conversation, "openai", before_turn=result.turn_id
+    )
     completion = {
         "id": f"chatcmpl-nova-{result.turn_id}",
         "object": "chat.completion",
@@ -316,41 +356,75 @@ async def chat_completions(
         ],
         "usage": await usage_of(engine, result, earlier),
     }
-    return JSONResponse(completion, headers=_ids(conversation, result.turn_id))
+    return JSONResponse(completion, headers=_ids(turn.conversation, result.turn_id))
+
+
+async def _stored(turn: AdmittedTurn) -> TurnResult | None:
+    """The stored turn; ``None`` when it was aborted because its client left; raises the
+    problem its failure is (a server that stops: the cancellation)."""
+    async for event in turn.events():
+        if isinstance(event, Stored):
+            return event.result
+        if isinstance(event, Failed):
+            if isinstance(event.error, asyncio.CancelledError):
+                if turn.left:
+                    return None
+                raise event.error
+            raise failure(event.error) from event.error
+    raise ApiProblem(500, "The turn ended without a result.", code="turn_failed")
+
+
+def _shown(
+    request: Request, body: ChatRequest, history: list[Said], system_prompt: str
+) -> Shown | None:
+    """What the front-end shows: its resent chat as the responder's history (``None``, Nova's
+    stored history, only for a request that names Nova's conversation and resends nothing),
+    and its system messages when they are handed on as situation."""
+    if not history and request.headers.get(CONVERSATION_HEADER) is not None:
+        return None
+    system = None
+    if system_prompt == "situation":
+        texts = [text_of(m) for m in body.messages if m.role in ("system", "developer")]
+        system = "\n\n".join(t.strip() for t in texts if not is_blank(t)) or None
+    return Shown(shown_history(history), system)
+
+
+def _notices(body: ChatRequest, unread: list[str], system_prompt: str) -> list[str]:
+    """What the request brought that Nova does not use, said in the turn's trace (counts and
+    kinds only: never the text)."""
+    notices = []
+    if unread:
+        notices.append(
+            f"the message's {', '.join(unread)} part(s) were not read: Nova reads text only"
+        )
+    systems = [m for m in body.messages if m.role in ("system", "developer")]
+    if systems:
+        chars = sum(len(text_of(m)) for m in systems)
+        use = (
+            "handed to the responder as the setting"
+            if system_prompt == "situation"
+            else "not used (server.frontend_system_prompt is ignore)"
+        )
+        notices.append(f"the front-end's system prompt ({chars} characters): {use}")
+    if body.tools:
+        notices.append(
+            f"the request's {len(body.tools)} tool definition(s) were not used: Nova's "
+            "thinker has her own tools"
+        )
+    return notices
+
+
+async def _aside(engine: Engine, conversation: int, unread: list[str]) -> str:
+    """Once per conversation, a sentence after the answer that says what Nova did not read."""
+    if not unread:
+        return ""
+    sentence = UNREAD_SENTENCE.get(engine.settings.language, UNREAD_SENTENCE["en"])
+    told = await engine.db.run(said_before, engine.db, conversation, sentence)
+    return "" if told else sentence
 
 
 def _ids(conversation: int, turn_id: int) -> dict[str, str]:
     return {CONVERSATION_HEADER: str(conversation), TURN_HEADER: str(turn_id)}
-
-
-async def _turn(
-    engine: Engine,
-    request: Request,
-    user: str,
-    message: str,
-    conversation: int,
-    regenerate: int | None,
-    **callbacks: Any,
-) -> TurnResult:
-    """One turn for ``user`` (``regenerate``: the turn whose reply it asks for again), with
-    its follow-ups ready within ``server.followup_wait_s``; its memory jobs start after it
-    (in this process's loop)."""
-    turn = followups.start(
-        engine,
-        request.app.state.turns,
-        message,
-        user,
-        conversation,
-        regenerate=regenerate,
-        **callbacks,
-    )
-    result = await followups.answer_of(turn)
-    ready = await followups.ready_followups(turn, engine.settings.server.followup_wait_s)
-    result.followups = await followups.deliver(engine, ready, "openai")
-    return result
-
-
-_Event = tuple[Literal["start", "progress", "end"], Any]
 
 
 def _chunk(completion_id: str, created: int, delta: dict[str, Any], finish: str | None) -> str:
@@ -385,88 +459,79 @@ async def _stream(
     engine: Engine,
     request: Request,
     body: ChatRequest,
-    user: str,
-    message: str,
-    conversation: int,
-    regenerate: int | None,
+    turn: AdmittedTurn,
+    watcher: asyncio.Task[None],
 ) -> StreamingResponse | JSONResponse:
-    events: asyncio.Queue[_Event] = asyncio.Queue()
-    progress = engine.settings.server.stream_progress
-
-    def on_start(turn_id: int) -> None:
-        events.put_nowait(("start", turn_id))
-
-    def on_progress(node: str) -> None:
-        if progress:
-            events.put_nowait(("progress", node))
-
-    # The turn, then its follow-ups, as a task kept in app.state.turns until done: a client
-    # that leaves does not stop them.
-    turn = followups.start(
-        engine,
-        request.app.state.turns,
-        message,
-        user,
-        conversation,
-        on_start=on_start,
-        on_progress=on_progress,
-        regenerate=regenerate,
-    )
-    busy: ConversationBusy = request.app.state.busy
-    turn.answer.add_done_callback(lambda _: busy.release(conversation))
-    turn.answer.add_done_callback(lambda _: events.put_nowait(("end", None)))
-
-    kind, turn_id = await events.get()
-    if kind != "start":  # the turn failed before it was recorded
-        failed = None if turn.answer.cancelled() else turn.answer.exception()
-        if isinstance(failed, NovabergError):
-            raise _turn_error(failed) from failed
+    """The turn as chunks: the node that runs (``reasoning_content``), the answer as soon as
+    the tribunal passed it, the follow-ups ready in time; a client gone before the answer
+    aborts the turn (:mod:`novaberg.server.turns`)."""
+    events = turn.events()
+    try:
+        first = await anext(events)
+    except BaseException:
+        watcher.cancel()
+        raise
+    if not isinstance(first, Started):  # the turn failed before it was recorded
+        watcher.cancel()
+        if isinstance(first, Failed) and isinstance(first.error, NovabergError):
+            raise failure(first.error) from first.error
         raise ApiProblem(500, "The turn ended before it started.", code="turn_failed")
+    turn_id = first.turn_id
+    conversation = turn.conversation
+    service = service_of(request)
+    progress = engine.settings.server.stream_progress
     wait_s = engine.settings.server.followup_wait_s
-
     completion_id = f"chatcmpl-nova-{turn_id}"
     created = int(time.time())
     size = engine.settings.server.stream_chunk_chars
     include_usage = body.stream_options is not None and body.stream_options.include_usage
 
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _chunk(completion_id, created, delta, finish)
+
     async def sse() -> AsyncIterator[str]:
-        yield _chunk(completion_id, created, {"role": "assistant", "content": ""}, None)
-        earlier = await followups.waiting_for(engine, conversation, before_turn=int(turn_id))
-        for waiting in earlier:  # follow-ups that were not ready for the earlier responses
-            for piece in _pieces(waiting.text, size):
-                yield _chunk(completion_id, created, {"content": piece}, None)
-            yield _chunk(completion_id, created, {"content": FOLLOWUP_SEPARATOR}, None)
-        while True:
-            kind, value = await events.get()
-            if kind == "end":
-                break
-            if kind == "progress":
-                yield _chunk(completion_id, created, {"reasoning_content": f"{value}\n"}, None)
-        if turn.answer.cancelled():
-            return  # the server stops; the turn is marked aborted
-        failed = turn.answer.exception()
-        if failed is not None:
-            problem = _turn_error(failed)
-            error = openai_error(problem.status_code, str(problem.detail), problem.code)
-            yield f"data: {json.dumps(error)}\n\n"
-            return
-        result = turn.answer.result()
-        for piece in _pieces(result.reply, size):
-            yield _chunk(completion_id, created, {"content": piece}, None)
-        ready = await followups.ready_followups(turn, wait_s)
-        result.followups = await followups.deliver(engine, ready, "openai")
-        for followup in result.followups:
-            yield _chunk(completion_id, created, {"content": FOLLOWUP_SEPARATOR}, None)
-            for piece in _pieces(str(followup["reply"]), size):
-                yield _chunk(completion_id, created, {"content": piece}, None)
-        yield _chunk(completion_id, created, {}, "stop")
-        if include_usage:
-            usage = await usage_of(engine, result, earlier)
-            yield _usage_chunk(completion_id, created, MODEL_ID, usage)
-        yield "data: [DONE]\n\n"
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            earlier = await service.waiting_followups(conversation, "openai", before_turn=turn_id)
+            for waiting in earlier:  # follow-ups that were not ready for the earlier responses
+                for piece in _pieces(waiting.text, size):
+                    yield chunk({"content": piece})
+                yield chunk({"content": FOLLOWUP_SEPARATOR})
+            result = None
+            async for event in events:
+                if isinstance(event, Progress) and progress:
+                    yield chunk({"reasoning_content": f"{event.node}\n"})
+                elif isinstance(event, Answer):
+                    for piece in _pieces(event.text, size):
+                        yield chunk({"content": piece})
+                    turn.delivered()
+                elif isinstance(event, Failed):
+                    if isinstance(event.error, asyncio.CancelledError):
+                        return  # the client left, or the server stops: marked aborted
+                    problem = failure(event.error)
+                    error = openai_error(problem.status_code, str(problem.detail), problem.code)
+                    yield f"data: {json.dumps(error)}\n\n"
+                    return
+                elif isinstance(event, Stored):
+                    result = event.result
+            if result is None:
+                return
+            result.followups = await turn.followups(engine, wait_s, "openai")
+            for followup in result.followups:
+                yield chunk({"content": FOLLOWUP_SEPARATOR})
+                for piece in _pieces(str(followup["reply"]), size):
+                    yield chunk({"content": piece})
+            yield chunk({}, "stop")
+            if include_usage:
+                usage = await usage_of(engine, result, earlier)
+                yield _usage_chunk(completion_id, created, MODEL_ID, usage)
+            yield "data: [DONE]\n\n"
+        finally:
+            watcher.cancel()
+            turn.leave()  # a response cut off before the answer: the turn is aborted
 
     return StreamingResponse(
         sse(),
         media_type="text/event-stream",
-        headers={**_ids(conversation, int(turn_id)), "Cache-Control": "no-store"},
+        headers={**_ids(conversation, turn_id), "Cache-Control": "no-store"},
     )

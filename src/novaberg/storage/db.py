@@ -439,12 +439,14 @@ class Database:
     def history(self, conversation_id: int, turns: int) -> list[Message]:
         """The last ``turns`` completed exchanges of a conversation, oldest first; a turn
         whose words were forgotten is left out, and so is a turn being regenerated right now
-        (its message is the running turn's own)."""
+        (its message is the running turn's own) with every earlier answer to it (the
+        regenerates of the same turn before this one)."""
         rows = self.query(
             "SELECT m.role, m.content FROM messages m JOIN turns t ON t.id = m.turn_id "
             "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
-            "AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.parent_turn_id = t.id "
-            "AND r.origin = 'regenerate' AND r.status = 'running') "
+            "AND NOT EXISTS (SELECT 1 FROM turns r WHERE r.origin = 'regenerate' "
+            "AND r.status = 'running' AND (r.parent_turn_id = t.id "
+            "OR (t.origin = 'regenerate' AND r.parent_turn_id = t.parent_turn_id))) "
             "ORDER BY m.id DESC LIMIT ?",
             (conversation_id, turns * 2),
         )
