@@ -42,7 +42,7 @@ from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.server.app import create_app
 from novaberg.server.listen import bind, uvicorn_config
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import Database
 
 

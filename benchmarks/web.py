@@ -34,8 +34,8 @@ import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
 from benchmarks.__main__ import separate_server
-from novaberg.server.users import UserStore
 from novaberg.server.web import page_weight
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import Database
 
 OBSERVE = """() => {

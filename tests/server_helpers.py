@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV, Database
 from novaberg.testing import OllamaTestServer
 

@@ -79,3 +79,39 @@ def test_memory_does_not_import_nodes() -> None:
     assert not chains, "memory/ depends on nodes/: " + "; ".join(
         " -> ".join(chain) for chain in chains.values()
     )
+
+
+SQL_START = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ", "CREATE ", "ALTER ", "DROP ")
+DATABASE_CALLS = {"query", "execute", "scalar", "one", "transaction", "executemany"}
+"""The ``Database``/``Connection`` methods that take SQL or open a transaction."""
+ADMISSION = {"run_turn", "drain_self_triggers", "claim_waiting", "mark_delivered", "start_turn"}
+"""What admitting and running a turn uses: the engine's turn service's alone
+(``novaberg.engine.service``), never a route's."""
+SERVER = sorted(m for m in MODULES if m.startswith("novaberg.server"))
+
+
+def sql_and_admission(name: str) -> list[str]:
+    """Where module ``name`` writes SQL, reaches the database's SQL methods, or admits or runs
+    a turn itself."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.lstrip().upper().startswith(SQL_START):
+                found.append(f"line {node.lineno}: SQL {node.value[:40]!r}")
+        elif isinstance(node, ast.Attribute) and node.attr in DATABASE_CALLS | ADMISSION:
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_the_layer_scan_finds_sql_and_admission() -> None:
+    """The scan itself works: the storage layer is full of both kinds of thing it looks for."""
+    assert any("SQL" in f for f in sql_and_admission("novaberg.storage.db"))
+    assert any(".run_turn" in f for f in sql_and_admission("novaberg.engine.service"))
+
+
+def test_the_server_holds_no_sql_and_admits_no_turn_itself() -> None:
+    """``server/`` encodes HTTP: SQL lives in ``storage/`` and ``engine/``, and a turn is
+    admitted (queue, conversation claim, run, follow-ups) by the engine's one door."""
+    assert SERVER, "no server modules found"
+    found = {m: f for m in SERVER if (f := sql_and_admission(m))}
+    assert not found, "; ".join(f"{m}: {', '.join(f)}" for m, f in found.items())

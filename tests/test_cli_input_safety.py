@@ -81,7 +81,7 @@ def test_a_user_setting_with_a_control_character_is_refused(
 
 
 def test_users_list_shows_a_stored_name_with_a_newline_on_one_line(isolated_env: Path) -> None:
-    from novaberg.server.users import hash_key
+    from novaberg.storage.api_users import hash_key
     from novaberg.storage.db import Database
 
     db = Database(isolated_env / "novaberg.db")  # a name stored before such names were refused

@@ -18,7 +18,7 @@ import pytest
 from novaberg.config import Settings, load_settings
 from novaberg.engine.conversations import aliased_conversation
 from novaberg.server.app import create_app
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, running_nova

@@ -16,7 +16,7 @@ import httpx
 import jwt
 import pytest
 
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database

@@ -25,7 +25,7 @@ from novaberg.config import load_settings
 from novaberg.errors import ConfigError
 from novaberg.server.hosts import allowed_hosts, host_name
 from novaberg.server.listen import bind, uvicorn_config
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.testing import OllamaTestServer
 from tests.server_helpers import Nova, novaberg_env, running_nova
 from tests.test_server_events import Sse, last_resort, parse, post_turn, until

@@ -20,7 +20,7 @@ import pytest
 from novaberg.engine.conversations import history_key
 from novaberg.server.errors import ApiProblem
 from novaberg.server.frontend import end_user, end_user_name
-from novaberg.server.users import UserStore
+from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from novaberg.errors import UsageError
-from novaberg.server.users import UserStore, hash_key
+from novaberg.storage.api_users import UserStore, hash_key
 from novaberg.storage.db import Database
 from tests.test_cli import run
 

@@ -20,7 +20,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 def _users() -> Any:
     from novaberg.cli.common import guarded, load
-    from novaberg.server.users import UserStore
+    from novaberg.storage.api_users import UserStore
     from novaberg.storage.db import Database
 
     settings = guarded(lambda: load().settings)
@@ -100,7 +100,7 @@ def list_cmd(as_json: JsonOpt = False) -> None:
 def one_line_name(name: str) -> str:
     """A user name as one line shows it: as it is, or quoted with its escapes when it holds
     a character that does not show (a name stored before such names were refused)."""
-    from novaberg.server.users import MAX_NAME_CHARS
+    from novaberg.storage.api_users import MAX_NAME_CHARS
     from novaberg.text import invisible_at, quoted
 
     return name if invisible_at(name) is None else quoted(name, limit=MAX_NAME_CHARS)

@@ -21,10 +21,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from novaberg.engine.stored_turns import turn_owner
 from novaberg.memory.store import MemoryStore
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
-from novaberg.server.stored_turns import turn_owner
 from novaberg.storage.db import Database
 from novaberg.text import quoted
 

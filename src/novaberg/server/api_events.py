@@ -33,7 +33,7 @@ from novaberg.server import sse
 from novaberg.server.auth import bearer_key, engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.limits import StreamSlots
-from novaberg.server.users import UserStore, hash_key
+from novaberg.storage.api_users import UserStore, hash_key
 from novaberg.storage.db import Database
 
 router = APIRouter(prefix="/api", tags=["events"])

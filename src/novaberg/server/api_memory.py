@@ -117,15 +117,8 @@ async def profile(request: Request, user: User) -> dict[str, Any]:
 @router.get("/jobs")
 async def jobs(request: Request, user: User) -> dict[str, Any]:
     """The user's background memory jobs and how they ended."""
-    marks = ", ".join("?" for _ in JOB_TYPES)
     db = engine_of(request).db
-    rows = await db.run(
-        db.query,
-        "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
-        f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
-        f"AND e.type IN ({marks}) ORDER BY e.id",
-        (user, *JOB_TYPES),
-    )
+    rows = await db.run(db.events_of_user, user, JOB_TYPES)
     return {"items": rows}
 
 

@@ -32,12 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
 from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Started, Stored, TurnAsk
+from novaberg.engine.stored_turns import stored_turn_json, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem, api_errors
-from novaberg.server.stored_turns import stored_turn_json, turn_owner
 from novaberg.server.turns import admit, failure, watch
 from novaberg.text import quoted
 from novaberg.validation import validate_message
@@ -212,14 +212,7 @@ async def conversations(
 ) -> dict[str, Any]:
     """The user's conversations, newest first, with how many turns each has finished."""
     db = engine_of(request).db
-    rows = await db.run(
-        db.query,
-        "SELECT c.id, c.created_at, "
-        "(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id AND t.status = 'done') "
-        "AS turns FROM conversations c WHERE c.user_id = ? ORDER BY c.id DESC LIMIT ? OFFSET ?",
-        (user, limit, offset),
-    )
-    return {"items": [{**r, "turns": int(r["turns"])} for r in rows]}
+    return {"items": await db.run(db.conversations_of, user, limit, offset)}
 
 
 @router.get(
@@ -238,11 +231,4 @@ async def messages(
         await db.run(db.conversation_user, conversation_id) != user
     ):
         raise _no_conversation(conversation_id)
-    rows = await db.run(
-        db.query,
-        "SELECT m.id, m.turn_id, m.role, m.content, m.created_at FROM messages m "
-        "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
-        "AND t.forgotten_at IS NULL ORDER BY m.id",
-        (conversation_id,),
-    )
-    return {"items": rows}
+    return {"items": await db.run(db.conversation_messages, conversation_id)}

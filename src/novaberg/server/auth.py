@@ -1,5 +1,5 @@
 """Who is asking: the ``Authorization: Bearer KEY`` of every ``/v1`` and ``/api`` request,
-looked up by its hash (:mod:`novaberg.server.users`) in the database's worker threads. A
+looked up by its hash (:mod:`novaberg.storage.api_users`) in the database's worker threads. A
 missing, wrong or revoked key is a 401; what the request reads or writes belongs to the key's
 user, or, for a front-end's key, to the end user it names (:mod:`novaberg.server.frontend`).
 Each user then takes one request from their rate-limit bucket (:mod:`novaberg.server.ratelimit`).
@@ -13,7 +13,7 @@ from novaberg.engine import Engine
 from novaberg.server.errors import ApiProblem
 from novaberg.server.frontend import UNAUTHORIZED_HEADERS, end_user, end_user_name
 from novaberg.server.ratelimit import RateLimiter, retry_after
-from novaberg.server.users import UserStore, malformed_key
+from novaberg.storage.api_users import UserStore, malformed_key
 
 SHARED_ROUTES = frozenset({"/v1/models"})
 """Routes that read no user's data: a front-end key may call them without naming an end user
@@ -28,7 +28,7 @@ def engine_of(request: Request) -> Engine:
 def bearer_key(request: Request) -> str | None:
     """The key of the request's ``Authorization: Bearer KEY``; ``None`` when it sends none. A
     header that is not ``Bearer KEY``, or a value that cannot be a key (a character pasted
-    with it, cut when copied: :func:`~novaberg.server.users.malformed_key`), is a 401 that
+    with it, cut when copied: :func:`~novaberg.storage.api_users.malformed_key`), is a 401 that
     says what is wrong without repeating the value; it is not looked up."""
     header = request.headers.get("authorization")
     if header is None or not header.strip():

@@ -463,6 +463,41 @@ class Database:
             "SELECT id, type, status FROM events WHERE turn_id = ? ORDER BY id", (turn_id,)
         )
 
+    def ping(self) -> None:
+        """One round trip to the database (readiness)."""
+        self.scalar("SELECT 1")
+
+    def conversations_of(self, user: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        """The user's conversations, newest first, with how many turns each has finished."""
+        rows = self.query(
+            "SELECT c.id, c.created_at, "
+            "(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id "
+            "AND t.status = 'done') AS turns "
+            "FROM conversations c WHERE c.user_id = ? ORDER BY c.id DESC LIMIT ? OFFSET ?",
+            (user, limit, offset),
+        )
+        return [{**r, "turns": int(r["turns"])} for r in rows]
+
+    def conversation_messages(self, conversation_id: int) -> list[dict[str, Any]]:
+        """The conversation's stored messages, oldest first (a turn whose words were
+        forgotten is left out, as from Nova's own history)."""
+        return self.query(
+            "SELECT m.id, m.turn_id, m.role, m.content, m.created_at FROM messages m "
+            "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
+            "AND t.forgotten_at IS NULL ORDER BY m.id",
+            (conversation_id,),
+        )
+
+    def events_of_user(self, user: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The user's events of these types (their memory jobs), oldest first."""
+        marks = ", ".join("?" for _ in types)
+        return self.query(
+            "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
+            f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
+            f"AND e.type IN ({marks}) ORDER BY e.id",
+            (user, *types),
+        )
+
 
 def _named(method: str, sql: str) -> str:
     words = " ".join(sql.split()[:6])
