@@ -10,6 +10,7 @@ Ollama-protocol test server, through the official ``openai`` client."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -341,3 +342,42 @@ def test_open_webuis_attached_files_list_is_not_stored_as_the_users_words(
         if "What is in this?" in str(r.body)
     ]
     assert "attached_files" not in json.dumps(sent.body)
+
+
+# SillyTavern's API panel Test Message, as 1.12.6 sent it (../shared/data)
+TEST_MESSAGE = {
+    "messages": [{"role": "user", "content": "Hi"}],
+    "model": "nova",
+    "temperature": 1,
+    "max_tokens": 300,
+    "stream": False,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "top_p": 1,
+    "logit_bias": {},
+}
+
+
+def test_sillytaverns_test_message_is_a_task_and_a_plain_first_hi_a_turn() -> None:
+    hi = [("user", "Hi")]
+    assert recognise(hi, "nova", stream=False, logit_bias=True) is not None
+    assert kind_of(hi) is None  # the openai client's "Hi": no logit_bias, a turn
+    assert recognise(hi, "nova", stream=True, logit_bias=True) is None  # streamed: a chat
+    assert recognise([*CARD[:3], *hi], "nova", logit_bias=True) is None  # a card: a chat
+
+
+def test_sillytaverns_test_message_stores_nothing_and_counts_in_metrics(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    server.script("frontend_task", Reply(content="Hello!"))
+    before = counts(nova, "bob")
+    response = httpx.post(
+        f"{nova.url}/v1/chat/completions", json=TEST_MESSAGE, headers=nova.auth("bob"), timeout=30
+    )
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "Hello!"
+    assert counts(nova, "bob") == {**before, "task_calls": before["task_calls"] + 1}
+    assert task_rows(nova, "bob")[-1]["task"] == "connection_test"
+    metrics = httpx.get(f"{nova.url}/metrics", timeout=30).text
+    assert 'novaberg_frontend_tasks_total{kind="connection_test",status="done"} 1.0' in metrics
+    assert re.search(r'novaberg_llm_calls_total\{[^}]*caller="frontend_task"[^}]*\} [1-9]', metrics)

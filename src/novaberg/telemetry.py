@@ -128,6 +128,8 @@ class Observer(Protocol):
 
     def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None: ...
 
+    def task_ended(self, kind: str, status: str, calls: Sequence[CallRecord]) -> None: ...
+
 
 class Observers:
     """The observers of one model queue (none unless a server adds its metrics). An observer
@@ -163,3 +165,11 @@ class Observers:
                 observer.job_ended(job_type, status, calls)
             except Exception as exc:
                 log.error("an observer failed on a job (%s)", type(exc).__name__)
+
+    def task_ended(self, kind: str, status: str, calls: Sequence[CallRecord]) -> None:
+        """A front-end's task (:mod:`novaberg.engine.tasks`) ended: ``done`` or ``failed``."""
+        for observer in list(self._all):
+            try:
+                observer.task_ended(kind, status, calls)
+            except Exception as exc:
+                log.error("an observer failed on a front-end task (%s)", type(exc).__name__)

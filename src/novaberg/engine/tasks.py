@@ -14,6 +14,9 @@ The shapes recognised (:func:`recognise`), in this order:
 - ``no_user_message``: the request has no user message (a greeting asked for, a quiet prompt);
 - Open WebUI's tasks: the last user message begins ``### Task:`` — ``title``, ``tags``,
   ``follow_ups``, ``queries``, ``autocomplete``, ``emoji``, else ``task``;
+- ``connection_test``: SillyTavern's API panel *Test Message* — one user message "Hi" and
+  nothing else, not streamed, with the sampling fields SillyTavern always sends
+  (``logit_bias``); a chat of SillyTavern's always begins with its card's system messages;
 - generation modes: an assistant message after the last user message — ``continue`` (the
   trailing instruction begins ``[Continue``), ``impersonate`` (it asks for a reply "from the
   point of view of" someone), ``summarize`` (it asks to summarize), else ``generation`` (the
@@ -85,11 +88,21 @@ def _generation_kind(after: Sequence[Said]) -> str:
     return "generation"
 
 
-def recognise(messages: Sequence[Said], model: str) -> FrontendTask | None:
-    """The task a chat request is, or ``None`` when it is the user speaking (a turn)."""
+CONNECTION_TEST: tuple[Said, ...] = (("user", "Hi"),)
+"""SillyTavern's Test Message (``testApiConnection`` in its ``openai.js``)."""
+
+
+def recognise(
+    messages: Sequence[Said], model: str, *, stream: bool = False, logit_bias: bool = False
+) -> FrontendTask | None:
+    """The task a chat request is, or ``None`` when it is the user speaking (a turn);
+    ``stream`` and ``logit_bias`` (whether the request has that field) tell SillyTavern's
+    connection test from a first "Hi"."""
     said = tuple(messages)
     if model == TASKS_MODEL_ID:
         return FrontendTask("tasks_model", said)
+    if said == CONNECTION_TEST and not stream and logit_bias:
+        return FrontendTask("connection_test", said)
     last_user = next((i for i in range(len(said) - 1, -1, -1) if said[i][0] == "user"), None)
     if last_user is None:
         return FrontendTask("no_user_message", said)
@@ -123,8 +136,11 @@ async def run_task(
         messages=[{"role": role, "content": text} for role, text in task.messages],
         think=False,
     )
+    status = "failed"
     try:
         result = await ctx.llm(request, priority=FOREGROUND, on_token=on_token)
+        status = "done"
     finally:
         await db.run(_store, db, ctx.trace.calls, user, task.kind)
+        ctx.queue.observers.task_ended(task.kind, status, ctx.trace.calls)
     return TaskResult(result.response.content, ctx.trace.calls)

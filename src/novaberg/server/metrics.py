@@ -142,6 +142,13 @@ class Metrics:
             ["type", "status"],
             registry=r,
         )
+        self.tasks = Counter(
+            "novaberg_frontend_tasks",
+            "A front-end's own requests answered by one plain call, never a turn (a title, "
+            "tags, Continue), by kind and status (done, failed).",
+            ["kind", "status"],
+            registry=r,
+        )
         r.register(_QueueDepth(queue))
 
     # -- Observer ----------------------------------------------------------------------
@@ -168,6 +175,10 @@ class Metrics:
 
     def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None:
         self.jobs.labels(job_type, status).inc()
+        self._count_calls(calls)
+
+    def task_ended(self, kind: str, status: str, calls: Sequence[CallRecord]) -> None:
+        self.tasks.labels(kind, status).inc()
         self._count_calls(calls)
 
     def _count_calls(self, calls: Sequence[CallRecord]) -> None:

@@ -97,6 +97,8 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
     tools: list[Any] | None = None
     """Read only to say that they are not used (Nova's thinker has her own)."""
+    logit_bias: dict[str, Any] | None = None
+    """Ignored, as sampling is; its presence tells SillyTavern's Test Message (a task)."""
 
 
 ATTACHED_FILES = ("<attached_files>", "</attached_files>")
@@ -300,7 +302,8 @@ async def chat_completions(
         )
     engine = engine_of(request)
     said = [(m.role, text_of(m)) for m in body.messages if m.role in CHAT_ROLES]
-    task = recognise(said, body.model)
+    sent_bias = "logit_bias" in body.model_fields_set
+    task = recognise(said, body.model, stream=body.stream, logit_bias=sent_bias)
     if task is not None:  # not the user speaking: no turn, no conversation, no memory
         return await _task(request, body, user, task)
     last = body.messages[_last_user_index(body.messages)]
