@@ -315,6 +315,35 @@ async def test_an_exact_repeat_of_a_memory_is_stored_once(
     assert other.memory_id is not None
 
 
+async def test_an_exact_repeat_the_enricher_did_not_bring_is_not_stored_again(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    """As for a user with many items: the repeated one is not among those retrieved for the
+    turn (a message that shares no word with it), and is found by its words."""
+    user = engine.settings.user
+
+    def stored_before() -> int:
+        with engine.db.transaction() as c:
+            kept = MemoryStore.add(c, user, "short_term", "Ada keeps bees.", 0.9, "old:0").id
+            for n in range(12):  # newer, and closer to the next message in words
+                text = f"The weather in Berlin was sunny on day {n}."
+                MemoryStore.add(c, user, "short_term", text, 0.9, f"old:{n + 1}")
+            return kept
+
+    kept = await engine.db.run(stored_before)
+    other = await engine.db.run(MemoryStore(engine.db).current_saying, user, "short_term", "x")
+    assert other is None
+    found = MemoryStore(engine.db).current_saying
+    assert await engine.db.run(found, user, "short_term", "ada KEEPS  bees.") == kept
+    assert await engine.db.run(found, "someone-else", "short_term", "Ada keeps bees.") is None
+    server.script("salience", salient("Ada keeps bees."))
+    again = await engine.run_turn("How is the weather in Berlin today?")
+    given = (again.state.get("context") or {}).get("memories") or []
+    assert kept not in [m["id"] for m in given]  # the premise: not retrieved for this turn
+    assert f"memory_write: kept already as memory {kept}; not stored twice" in again.trace.notices
+    assert (await engine.db.run(_short_term_texts, engine)).count("Ada keeps bees.") == 1
+
+
 async def test_memories_that_say_the_same_are_listed_once_in_a_prompt(
     engine: Engine, server: OllamaTestServer
 ) -> None:

@@ -31,6 +31,7 @@ from novaberg.errors import StorageError
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
+from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
 
@@ -328,6 +329,20 @@ class MemoryStore:
         found = {int(r["id"]): Candidate.from_row(r) for r in recent}
         found.update({int(r["id"]): Candidate.from_row(r) for r in best})
         return list(found.values())
+
+    def current_saying(self, user: str, kind: str, text: str) -> int | None:
+        """The newest current item of ``kind`` whose text is ``text`` up to case and spacing
+        (:func:`~novaberg.text.same_text`), else ``None``. The database narrows by the text
+        in lower case with runs of up to four spaces as one (portable SQL); the exact
+        comparison is Python's."""
+        wanted = same_text(text)
+        squeezed = "lower(replace(replace(trim(text), '  ', ' '), '  ', ' '))"
+        rows = self.db.query(
+            "SELECT id, text FROM memories WHERE user_id = ? AND kind = ? AND valid_to IS NULL "
+            f"AND (text = ? OR {squeezed} = ?) ORDER BY id DESC LIMIT 20",
+            (user, kind, text.strip(), wanted),
+        )
+        return next((int(r["id"]) for r in rows if same_text(str(r["text"])) == wanted), None)
 
     def recent(self, user: str, limit: int) -> list[Candidate]:
         """The newest retrievable items (current, not covered by a fact)."""

@@ -3,8 +3,9 @@
 The item is stored by the engine in the same transaction as the turn's messages, together
 with its background jobs (:mod:`novaberg.memory.jobs`), so a turn that fails or is aborted
 afterwards leaves no memory behind. ``salience.stored`` in the trace is set only once that
-transaction committed. A summary that repeats, up to case and spacing, a short-term memory the
-enricher found for the turn is not stored again (a notice in the trace says which it repeats).
+transaction committed. A summary that repeats, up to case and spacing, a current short-term
+memory of the user (one the enricher found for the turn, else one looked up by its words) is
+not stored again (a notice in the trace says which it repeats).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from novaberg.graph.state import TurnState
+from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import TurnContext
 from novaberg.text import same_text
 
@@ -23,6 +25,9 @@ async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     if score is None or score < ctx.settings.salience_threshold or not summary:
         return {"memory_item": None}
     kept = _kept_already(state, summary)
+    if kept is None:  # one the enricher did not bring: looked up by its words
+        store = MemoryStore(ctx.db)
+        kept = await ctx.db.run(store.current_saying, state["user_id"], "short_term", summary)
     if kept is not None:
         ctx.trace.notices.append(f"memory_write: kept already as memory {kept}; not stored twice")
         return {"memory_item": None}
