@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup postgres browser chat test pytest lint format bench bench-embedded soak clean
+.PHONY: setup postgres browser chat test pytest lint format bench bench-embedded soak clean frontends
 
 setup: $(STAMP)
 
@@ -45,13 +45,13 @@ pytest: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/ruff check src tests benchmarks tools frontends
+	$(BIN)/ruff format --check src tests benchmarks tools frontends
 	$(BIN)/mypy
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks tools
-	$(BIN)/ruff check --fix src tests benchmarks tools
+	$(BIN)/ruff format src tests benchmarks tools frontends
+	$(BIN)/ruff check --fix src tests benchmarks tools frontends
 
 bench: setup
 	$(BIN)/python -m benchmarks
@@ -66,3 +66,21 @@ soak: setup postgres
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The real front-ends in front of `novaberg serve` (issue 20): Open WebUI 0.12.4 from PyPI in a venv
+# of its own, driven through its UI in chromium. torch 2.13.0 (the CPU build on this machine's disk)
+# goes in first: left to itself, open-webui's requirements pull a CUDA torch of several GB. The first
+# install takes minutes; pip's output goes to $(OWUI_VENV)/install.log.
+OWUI_VENV  ?= .frontends/openwebui-venv
+OWUI_STAMP := $(OWUI_VENV)/.installed-0.12.4
+
+$(OWUI_STAMP):
+	@echo "Installing Open WebUI 0.12.4 into $(OWUI_VENV) (minutes the first time; log: $(OWUI_VENV)/install.log)."
+	$(PYTHON) -m venv $(OWUI_VENV)
+	@$(OWUI_VENV)/bin/python -m pip install --progress-bar off torch==2.13.0 >$(OWUI_VENV)/install.log 2>&1 && \
+	  $(OWUI_VENV)/bin/python -m pip install --progress-bar off open-webui==0.12.4 >>$(OWUI_VENV)/install.log 2>&1 || \
+	  { tail -n 40 $(OWUI_VENV)/install.log; exit 1; }
+	touch $(OWUI_STAMP)
+
+frontends: setup browser $(OWUI_STAMP)
+	OPENWEBUI_VENV=$(OWUI_VENV) $(BIN)/python -m pytest frontends -q

@@ -73,6 +73,10 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write_and_duplicates_not
         monkeypatch.setenv("NOVABERG_HOME", str(database_target.parent))
     monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
     server = ollama_env
+    server.script(  # a summary of its own per turn: an exact repeat is not stored twice
+        "salience",
+        *(said({"score": 0.9, "summary": f"The user adopted cat {n}."}) for n in range(20_000)),
+    )
     server.standing("salience", said({"score": 0.9, "summary": "The user adopted a cat."}))
     server.standing("consolidate", said({"action": "new", "fact": "The user has a cat."}))
     server.standing("profile_adaptive", said({"statements": []}))

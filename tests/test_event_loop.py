@@ -201,6 +201,10 @@ def test_the_event_loop_keeps_running_while_turns_jobs_and_a_forget_use_sqlite(
     server: OllamaTestServer, tmp_path: Path
 ) -> None:
     server.set_delay(0.02)
+    server.script(  # a summary of its own per turn: an exact repeat is not stored twice
+        "salience",
+        *(said({"score": 0.9, "summary": f"The user visits sister {n}."}) for n in range(500)),
+    )
     server.standing("salience", said({"score": 0.9, "summary": "The user visits the sister."}))
     server.standing("consolidate", said({"action": "new", "fact": "The user has a sister."}))
     server.standing("timeline", said({"events": [{"what": "Visit", "when": "next Friday"}]}))

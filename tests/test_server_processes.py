@@ -75,6 +75,10 @@ def test_two_servers_and_a_worker_run_every_job_and_second_pass_once(
     server.standing("responder", Reply(content=DRAFT))
     server.standing("thinker", Reply.thinking_swallowed_answer("Hmm, prose only."))
     server.standing("thinker_nachfass", Reply(content="still prose"))
+    server.script(  # a summary of its own per turn: an exact repeat is not stored twice
+        "salience",
+        *(said({"score": 0.9, "summary": f"Asked about mountain {n}."}) for n in range(500)),
+    )
     server.standing("salience", said({"score": 0.9, "summary": "Asked about a mountain."}))
     env = {"NOVABERG_SERVER__POLL_S": "0.2", **NO_TRIBUNAL}
     with ExitStack() as stack:

@@ -356,3 +356,20 @@ async def test_memories_that_say_the_same_are_listed_once_in_a_prompt(
     await engine.run_turn("Tell me about my bees.")
     prompt = json.dumps(server.requests("/api/chat", caller="responder")[-1].body["messages"])
     assert prompt.lower().count("ada keeps bees.") == 1
+
+
+async def test_a_turn_cancelled_at_any_point_is_never_left_running(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    """A client that goes away cancels its turn (the server's TurnService): wherever the cancel
+    lands, even while the turn's row is being written, the turn ends aborted or not at all."""
+    server.standing("responder", Reply(content="Slow.", delay_s=0.5))
+    for wait_s in [n / 10_000 for n in range(60)] + [0.01, 0.05, 0.2]:  # 0 to 6 ms, then on
+        task = asyncio.create_task(engine.run_turn("Hello?", drain_followups=False))
+        await asyncio.sleep(wait_s)
+        task.cancel("the client went away")
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    rows = await engine.db.run(engine.db.query, "SELECT status, error FROM turns", ())
+    assert rows and all(r["status"] == "aborted" for r in rows), rows
+    assert {r["error"] for r in rows} == {"the client went away"}

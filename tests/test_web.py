@@ -448,25 +448,42 @@ def test_escape_stops_a_running_turn(
     server.script("responder", Reply(content="Too late.", delay_s=2.0))
     send(page, "take your time")
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    _wait_running(nova, "gus")
+    deadline = time.monotonic() + 10
+    while not server.requests("/api/chat", caller="responder"):  # Nova is writing
+        assert time.monotonic() < deadline, "the responder was never asked"
+        time.sleep(0.02)
     page.keyboard.press("Escape")
     expect(page.locator("#progress")).to_contain_text("Stopped")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     assert "Too late." not in nova_messages(page)
-    # the server finishes and stores the turn anyway (README "Nova over HTTP")
-    conversations = httpx.get(f"{nova.url}/api/conversations", headers=nova.auth("gus")).json()
-    conversation = conversations["items"][0]["id"]
+    expect(page.locator("#progress")).to_contain_text("nothing of it was kept")
+    # the server aborts the turn: its answer had not reached the page (README "Nova over HTTP")
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        stored = httpx.get(
-            f"{nova.url}/api/conversations/{conversation}/messages", headers=nova.auth("gus")
-        ).json()["items"]
-        if any(m["content"] == "Too late." for m in stored):
+        db = nova.db()
+        try:
+            turns = db.query(
+                "SELECT t.status, t.conversation_id FROM turns t "
+                "JOIN conversations c ON c.id = t.conversation_id WHERE c.user_id = ?",
+                ("gus",),
+            )
+        finally:
+            db.close()
+        if turns and turns[-1]["status"] == "aborted":
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     else:
-        pytest.fail("the stopped turn was not stored")
-    page.locator(f".conversation[data-conversation='{conversation}']").click()
-    expect(page.locator("#messages .message.nova .text")).to_have_text("Too late.")
+        pytest.fail(f"the stopped turn was not aborted: {turns}")
+    conversation = turns[-1]["conversation_id"]
+    stored = httpx.get(
+        f"{nova.url}/api/conversations/{conversation}/messages", headers=nova.auth("gus")
+    )
+    assert stored.json()["items"] == []  # nothing unseen is kept as history
+    # and the conversation takes the next message at once (no 409)
+    server.script("responder", Reply(content="Here I am."))
+    send(page, "are you there?")
+    expect(page.locator("#messages .message.nova .text").last).to_have_text("Here I am.")
 
 
 def test_stats_draws_charts_and_every_page_fits_375_px(

@@ -331,9 +331,16 @@ class Engine:
     ) -> TurnResult:
         began = time.perf_counter()
         CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
-        turn_id = await self.db.run(
-            self.db.start_turn, conversation, message, origin, parent_turn_id
+        starting = asyncio.ensure_future(
+            self.db.run(self.db.start_turn, conversation, message, origin, parent_turn_id)
         )
+        try:
+            turn_id = await asyncio.shield(starting)
+        except asyncio.CancelledError as exc:  # the row is written all the same: mark it
+            turn_id = await starting
+            why = str(exc.args[0]) if exc.args else "interrupted by the user"
+            await self.db.run(self.db.end_turn_unfinished, turn_id, "aborted", why, [])
+            raise
         if on_start is not None:
             on_start(turn_id)
         ctx = TurnContext(

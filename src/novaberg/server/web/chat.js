@@ -189,11 +189,13 @@ async function send() {
     }
   } finally {
     li.removeAttribute("aria-busy");
-    if (!li.querySelector(".text").textContent && (failed || stopped)) li.remove();
+    const answered = Boolean(li.querySelector(".text").textContent);
+    if (!answered && (failed || stopped)) li.remove();
     if (state.running === controller) { // not signed out meanwhile (that emptied the chat)
       state.running = null;
       $("stop").hidden = true;
-      progress(stopped ? t("stopped") : "");
+      // before the answer, Stop aborts the turn on the server; after it, the turn is stored
+      progress(stopped ? t(answered ? "stopped_answered" : "stopped") : "");
       const waiting = state.pending.splice(0);
       for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation);
       refreshConversations();
