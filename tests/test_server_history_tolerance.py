@@ -111,6 +111,10 @@ def test_a_stopped_reply_and_a_refused_message_keep_the_conversation(
     said.append({"role": "user", "content": "Sorry, that was long. Are you there?"})
     assert send(nova, "bob", said)[0] == conversation
     assert stored_users(nova, conversation)[-1] == "Sorry, that was long. Are you there?"
+    # the refused message is not the responder's history: the exchange before it is
+    prompt = server.requests(caller="responder")[-1].body["messages"]
+    assert not any("x" * 100 in m["content"] for m in prompt)
+    assert any(m["content"] == "What about after stopping?" for m in prompt)
 
 
 def test_an_edited_earlier_message_and_group_chat_names_keep_the_conversation(
@@ -140,6 +144,32 @@ def test_swipes_of_a_later_and_of_the_first_reply_are_regenerates(
     swiped, _, _ = send(nova, "dee", trimmed)  # a swipe after trimming: asked again
     assert swiped == conversation
     assert stored_users(nova, conversation).count("And which bees?") == 1
+
+
+def test_a_new_chat_with_another_greeting_and_the_same_first_message_is_its_own(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    """SillyTavern's default card, then a card of the user's own, each opened with the same
+    words (../shared/data, requests 32 and 33): two chats, not a swipe of the first one."""
+    first_said = messages([], "Hi, I'm Ada. Who are you?")
+    first, first_turn, first_reply = send(nova, "cy", first_said)
+    other_card = [
+        {"role": "system", "content": "Write Beekeeper Nova's next reply."},
+        {"role": "assistant", "content": "*Bees hum.* Welcome to the apiary!"},
+        {"role": "user", "content": "Hi, I'm Ada. Who are you?"},
+    ]
+    second, _, _ = send(nova, "cy", other_card)
+    assert second != first
+    db = nova.db()
+    try:
+        kept = db.query(
+            "SELECT content FROM messages WHERE turn_id = ? AND role = 'assistant'", (first_turn,)
+        )
+    finally:
+        db.close()
+    assert [r["content"] for r in kept] == [first_reply]  # the first chat's reply stays
+    swiped, _, _ = send(nova, "cy", first_said)  # its own swipe still finds the first chat
+    assert swiped == first
 
 
 def test_two_chats_that_share_a_first_message_stay_apart(

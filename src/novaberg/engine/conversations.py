@@ -25,8 +25,8 @@ prefixes replies with "Name: ". Then the conversation that holds the most of the
 messages in the same order (at least half of them; assistant text is not compared) continues,
 the newest among equals, and it is a regenerate when this message is its last user message
 again. A history with no user message after a greeting (SillyTavern's swipe of a chat's first
-reply) asks again for the first reply of the user's newest conversation when that holds just
-this message.
+reply) asks again for the first reply of the conversation that greeting began (named by a
+hash of the greeting) when that holds just this message.
 
 A regenerate: the same history and the same last message again, i.e. the conversation's
 last user message is this message and the stored messages before it match the history. The
@@ -38,6 +38,7 @@ first message repeated is a new chat more often than a regenerate).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import string
@@ -291,21 +292,63 @@ def _resembling(
     return (shared, None) if _enough(shared, users) else None
 
 
-def _first_reply_again(db: Database, user: str, message: str) -> Choice | None:
-    """A request with no user message before its own, after a greeting (a SillyTavern swipe of
-    a chat's first reply): a regenerate of the user's newest conversation when that holds just
-    this one message, else ``None``."""
-    newest = db.scalar(
-        "SELECT MAX(id) FROM conversations WHERE user_id = ?",
-        (user,),
-    )
-    if newest is None:
+GREETING_ALIAS = "greeting\n"
+"""The alias of the conversation a greeted chat began (:func:`greeting_alias`): a newline
+cannot be part of a chat id sent in a header, so it never meets a front-end's own."""
+
+
+def greeting_alias(history: Sequence[Said]) -> str | None:
+    """What names the chat a greeting began: a hash of the assistant messages before the first
+    user message (a SillyTavern character's greeting, never stored itself); ``None`` without
+    one."""
+    greeting = []
+    for role, text in history:
+        if role == "user":
+            break
+        if role == "assistant":
+            greeting.append(text.strip())
+    if not greeting:
         return None
-    stored = stored_messages(db, int(newest))
+    digest = hashlib.sha256("\n".join(greeting).encode("utf-8")).hexdigest()
+    return GREETING_ALIAS + digest
+
+
+def _first_reply_again(db: Database, user: str, message: str, alias: str) -> Choice | None:
+    """A request with no user message before its own, after a greeting (a SillyTavern swipe of
+    a chat's first reply): a regenerate of the conversation this greeting began when that holds
+    just this one message, else ``None`` (another chat that opened with the same words, after
+    another greeting, is a chat of its own)."""
+    began = db.scalar(
+        "SELECT conversation_id FROM conversation_aliases WHERE user_id = ? AND external_id = ?",
+        (user, alias),
+    )
+    if began is None:
+        return None
+    stored = stored_messages(db, int(began))
     said = [s for s in stored if s.role == "user" and not s.followup]
     if len(said) == 1 and said[0].text.strip() == message.strip():
-        return Choice(int(newest), said[0].turn_id)
+        return Choice(int(began), said[0].turn_id)
     return None
+
+
+def _greeted_conversation(db: Database, user: str, alias: str) -> int:
+    """A new conversation, named by the greeting that began it (the newest such chat)."""
+    stamp = now()
+    with db.transaction() as c:
+        created = int(
+            c.execute(
+                "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+                (user, stamp),
+            ).scalar()
+        )
+        c.execute(
+            "INSERT INTO conversation_aliases (user_id, external_id, conversation_id, "
+            "created_at) VALUES (?, ?, ?, ?) ON CONFLICT (user_id, external_id) "
+            "DO UPDATE SET conversation_id = excluded.conversation_id, "
+            "created_at = excluded.created_at",
+            (user, alias, created, stamp),
+        )
+    return created
 
 
 def matching_conversation(db: Database, user: str, history: Sequence[Said], message: str) -> Choice:
@@ -318,12 +361,15 @@ def matching_conversation(db: Database, user: str, history: Sequence[Said], mess
     the conversation that holds the most of the resent user messages in order, at least
     :data:`SHARED_SHARE` of them, the newest among equals; a regenerate when this message is
     its last user message again. A history of no user message after a greeting asks again for
-    the first reply of the newest conversation when that holds just this message."""
+    the first reply of the conversation that greeting began, when that holds just this
+    message."""
     users, _ = history_key(history)
     if not users:
-        greeted = any(role == "assistant" for role, _ in history)
-        again = _first_reply_again(db, user, message) if greeted else None
-        return again or Choice(db.new_conversation(user), new=True)
+        alias = greeting_alias(history)
+        if alias is None:
+            return Choice(db.new_conversation(user), new=True)
+        again = _first_reply_again(db, user, message, alias)
+        return again or Choice(_greeted_conversation(db, user, alias), new=True)
     tail = list(dict.fromkeys(users[-TAIL_USERS:]))
     marks = ", ".join("?" for _ in tail)
     rows = db.query(
@@ -376,14 +422,17 @@ def aliased_conversation(db: Database, user: str, external: str) -> tuple[int, b
     return int(chosen), int(chosen) == int(created)
 
 
-def shown_history(said: Sequence[Said]) -> tuple[Message, ...]:
+def shown_history(said: Sequence[Said], longest: int) -> tuple[Message, ...]:
     """The chat a front-end resent, as the responder's recent history: its user and
-    assistant messages in order, reasoning blocks folded into a reply dropped, and an
-    assistant message before the first user message (a character's greeting: not Nova's
-    words) left out."""
+    assistant messages in order, reasoning blocks folded into a reply dropped, an assistant
+    message before the first user message (a character's greeting: not Nova's words) left
+    out, and so is a user message longer than ``longest`` characters (``max_message_chars``:
+    one Nova refused, which the front-end keeps showing)."""
     shown: list[Message] = []
     for role, text in said:
         if role == "user":
+            if len(text.strip()) > longest:
+                continue
             shown.append(Message("user", text.strip()))
         elif role == "assistant" and shown:
             reply = strip_reasoning(text).strip()

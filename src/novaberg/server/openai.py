@@ -38,6 +38,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.config import Settings
 from novaberg.context import CallContext
 from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
@@ -321,7 +322,7 @@ async def chat_completions(
         message,
         choice.conversation,
         regenerate=choice.regenerate,
-        shown=_shown(request, body, history, engine.settings.server.frontend_system_prompt),
+        shown=_shown(request, body, history, engine.settings),
         notices=(
             *choice.notices(len(history)),
             *_notices(body, unread, engine.settings.server.frontend_system_prompt),
@@ -378,7 +379,7 @@ async def _stored(turn: AdmittedTurn) -> TurnResult | None:
 
 
 def _shown(
-    request: Request, body: ChatRequest, history: list[Said], system_prompt: str
+    request: Request, body: ChatRequest, history: list[Said], settings: Settings
 ) -> Shown | None:
     """What the front-end shows: its resent chat as the responder's history (``None``, Nova's
     stored history, only for a request that names Nova's conversation and resends nothing),
@@ -386,10 +387,10 @@ def _shown(
     if not history and request.headers.get(CONVERSATION_HEADER) is not None:
         return None
     system = None
-    if system_prompt == "situation":
+    if settings.server.frontend_system_prompt == "situation":
         texts = [text_of(m) for m in body.messages if m.role in ("system", "developer")]
         system = "\n\n".join(t.strip() for t in texts if not is_blank(t)) or None
-    return Shown(shown_history(history), system)
+    return Shown(shown_history(history, settings.max_message_chars), system)
 
 
 def _notices(body: ChatRequest, unread: list[str], system_prompt: str) -> list[str]:

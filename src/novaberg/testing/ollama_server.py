@@ -36,11 +36,12 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from novaberg.testing.replies import Match, ReasoningStyle, Reply, exact_mix, sample_for_schema
 from novaberg.testing.serve import ThreadedServer
@@ -101,6 +102,12 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
+    answered_at: float | None = None
+    """When the server had answered a chat request (``/api/chat``, ``/v1/chat/completions``),
+    on the clock of ``at`` (``time.time()``): once the last byte of its answer went out (a
+    stream's final chunk, an error included), or its client went away first. ``None`` while it
+    is being answered, and for the other paths. A client's own clock then tells, e.g., how long
+    after the last judge's answer its first content arrived."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +229,23 @@ def create_app(state: ServerState) -> FastAPI:
         )
         with state.lock:
             state.requests.append(entry)
+        request.state.recorded = entry
         return body if isinstance(body, dict) else {}
+
+    def answered(request: Request, response: Response) -> Response:
+        """``response``, stamping its request's :attr:`RecordedRequest.answered_at` once sent."""
+        entry = getattr(request.state, "recorded", None)
+
+        def stamp() -> None:
+            with state.lock:
+                for i in range(len(state.requests) - 1, -1, -1):
+                    if state.requests[i] is entry:
+                        state.requests[i] = replace(entry, answered_at=time.time())
+                        return
+
+        if entry is not None:
+            response.background = BackgroundTask(stamp)
+        return response
 
     @app.get("/")
     async def root() -> PlainTextResponse:
@@ -286,6 +309,9 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/api/chat")
     async def chat(request: Request) -> Response:
+        return answered(request, await ollama_chat(request))
+
+    async def ollama_chat(request: Request) -> Response:
         received = time.perf_counter_ns()
         body = await record(request)
         caller = request.headers.get(CALLER_HEADER, "")
@@ -346,6 +372,9 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def v1_chat(request: Request) -> Response:
+        return answered(request, await openai_chat(request))
+
+    async def openai_chat(request: Request) -> Response:
         body = await record(request)
         caller = request.headers.get(CALLER_HEADER, "")
         spec = state.models.get(body.get("model", ""))
