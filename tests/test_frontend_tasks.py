@@ -88,6 +88,16 @@ def test_sillytaverns_generation_modes_are_recognised() -> None:
     assert kind_of([*CARD[:3], ("user", "Hi"), ("system", SUMMARIZE)]) == "summarize"
 
 
+def test_the_summarize_extensions_raw_modes_are_a_summary() -> None:
+    """SillyTavern 1.12.6's Summarize extension, prompt builder *Raw, blocking* or *Raw,
+    non-blocking*: the instruction first, the transcript as one user message."""
+    transcript = "Seraphina:\n*You wake with a start*\n\nUser:\nHello, I am Ada and I keep bees."
+    assert kind_of([("system", SUMMARIZE), ("user", transcript)]) == "summarize"
+    # a system prompt of the user's own that mentions summaries stays a turn
+    assert kind_of([("system", "You are Nova."), ("user", "Summarize my week?")]) is None
+    assert kind_of([*CARD[:1], ("user", "Can you summarize bees for me?")]) is None
+
+
 def test_no_user_message_and_the_tasks_model_are_tasks() -> None:
     assert kind_of(CARD) == "no_user_message"
     assert kind_of([("user", "Make a title")], model="nova-tasks") == "tasks_model"

@@ -21,7 +21,8 @@ The shapes recognised (:func:`recognise`), in this order:
   trailing instruction begins ``[Continue``), ``impersonate`` (it asks for a reply "from the
   point of view of" someone), ``summarize`` (it asks to summarize), else ``generation`` (the
   next member of a group chat); and a summary asked for by a system message right after the
-  last user message (``summarize``).
+  last user message (``summarize``), and the Summarize extension's *Raw* modes: one system
+  message asking for a summary, then the transcript as one user message (``summarize``).
 
 Each is answered by one plain backend call (:func:`run_task`): the front-end's messages as it
 sent them, as text, with no persona, no memory and no judges; its records in ``llm_calls``
@@ -113,7 +114,16 @@ def recognise(
         return FrontendTask(_generation_kind(after), said)
     if after and after[0][0] == "system" and _generation_kind(after[:1]) == "summarize":
         return FrontendTask("summarize", said)
+    if _raw_summary(said):
+        return FrontendTask("summarize", said)
     return None
+
+
+def _raw_summary(said: Sequence[Said]) -> bool:
+    """SillyTavern's Summarize extension in its *Raw* prompt modes (``generateRaw``): one
+    system message that asks for a summary, then the chat's transcript as one user message."""
+    roles = [role for role, _ in said]
+    return roles == ["system", "user"] and _generation_kind(said[:1]) == "summarize"
 
 
 def _store(db: Database, calls: list[CallRecord], user: str, kind: str) -> None:
