@@ -45,7 +45,7 @@ from novaberg.config import Timeouts, load_settings
 from novaberg.embedders import NAMES as EMBEDDER_NAMES
 from novaberg.engine import Engine
 from novaberg.telemetry import CallRecord
-from novaberg.testing import OllamaTestServer
+from novaberg.testing import OllamaTestServer, Reply
 
 
 @contextlib.contextmanager
@@ -343,6 +343,75 @@ def cold_start(runs: int) -> dict[str, Any]:
     }
 
 
+def _busy_s(spans: list[tuple[float, float]]) -> float:
+    """How long at least one of ``spans`` (start, end) was open: their union's length."""
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return busy
+
+
+def outside(runs: int) -> dict[str, Any]:
+    """What a user of ``novaberg ask`` feels, from outside: ``runs`` fresh processes on one home
+    (from the second on, the user has memories, so the enricher needs the embedder), against
+    the scripted server answering every call after 200 ms, then at once. Per process, from the
+    server's own records (when each request came, and when its answer had gone out): the span
+    of its model requests against the time a request was in flight (1.0: no gap between
+    calls), the responder's request after the router's answer, and, from the process's start,
+    the responder's request and its answer (the reply's first token, not streamed)."""
+    figures: dict[str, Any] = {"runs": runs}
+    for delay_ms in (200, 0):
+        ratios, gaps, to_responder, to_reply = [], [], [], []
+        with OllamaTestServer() as server, tempfile.TemporaryDirectory() as home:
+            server.set_delay(delay_ms / 1000)
+            env = dict(
+                os.environ, OLLAMA_HOST=server.url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama"
+            )
+            for n in range(runs):
+                server.state.requests.clear()
+                server.standing(
+                    "salience",
+                    Reply(content=json.dumps({"score": 0.9, "summary": f"The user sails {n}."})),
+                )
+                started = time.time()
+                subprocess.run(
+                    [sys.executable, "-m", "novaberg", "ask", f"I sail boat {n}", "--json"],
+                    env=env,
+                    capture_output=True,
+                    check=True,
+                )
+                chat = [r for r in server.requests() if r.path == "/api/chat"]
+                spans = [(r.at, r.answered_at or r.at) for r in chat]
+                span = max(e for _, e in spans) - min(a for a, _ in spans)
+                ratios.append(span / _busy_s(spans))
+                router = next(r for r in chat if r.caller == "router")
+                responder = next(r for r in chat if r.caller == "responder")
+                gaps.append(responder.at - (router.answered_at or router.at))
+                to_responder.append(responder.at - started)
+                to_reply.append((responder.answered_at or responder.at) - started)
+        med = statistics.median
+        figures[f"span_to_busy_at_{delay_ms}ms_median"] = round(med(ratios), 3)
+        figures[f"span_to_busy_at_{delay_ms}ms_max"] = round(max(ratios), 3)
+        figures[f"responder_after_router_at_{delay_ms}ms_s_median"] = round(med(gaps), 3)
+        figures[f"responder_after_router_at_{delay_ms}ms_s_max"] = round(max(gaps), 3)
+        figures[f"to_responder_request_at_{delay_ms}ms_s_median"] = round(med(to_responder), 3)
+        figures[f"to_reply_at_{delay_ms}ms_s_median"] = round(med(to_reply), 3)
+    goals = {
+        "span_to_busy_at_200ms_median": (figures["span_to_busy_at_200ms_median"], 1.05),
+        "responder_after_router_at_0ms_s_median": (
+            figures["responder_after_router_at_0ms_s_median"],
+            0.3,
+        ),
+    }
+    missed = [f"{k} = {v} (goal <= {g})" for k, (v, g) in goals.items() if v > g]
+    figures["goals_missed"] = missed
+    for line in missed:
+        print(f"GOAL MISSED: {line}", file=sys.stderr)
+    return figures
+
+
 def embedded_speed(rounds: int, tokens: int) -> dict[str, Any]:
     """Both paths drive the SAME loaded llama.cpp model with the same prompt and sampling, so
     the ratio isolates what Novaberg adds (thread hand-over, asyncio, records)."""
@@ -399,6 +468,7 @@ def main() -> None:
     parser.add_argument("--tribunal-turns", type=int, default=10)
     parser.add_argument("--thinker-turns", type=int, default=5)
     parser.add_argument("--cold-runs", type=int, default=7)
+    parser.add_argument("--outside-runs", type=int, default=5)
     parser.add_argument("--embedded-rounds", type=int, default=8)
     parser.add_argument("--embedded-tokens", type=int, default=128)
     parser.add_argument("--memory-sizes", default="10000,100000")
@@ -408,7 +478,7 @@ def main() -> None:
     parser.add_argument("--vector-items", type=int, default=100_000)
     parser.add_argument(
         "--only",
-        default="orchestration,tribunal,thinker,cold_start,embedded,"
+        default="orchestration,tribunal,thinker,cold_start,outside,embedded,"
         "memory_latency,memory_quality,memory_growth,meaning,vectors,recall",
         help="comma-separated parts",
     )
@@ -419,6 +489,7 @@ def main() -> None:
         "tribunal": lambda: tribunal(args.tribunal_turns),
         "thinker": lambda: thinker(args.thinker_turns),
         "cold_start": lambda: cold_start(args.cold_runs),
+        "outside": lambda: outside(args.outside_runs),
         "embedded": lambda: embedded_speed(args.embedded_rounds, args.embedded_tokens),
         "memory_latency": lambda: retrieval_latency(
             tuple(int(n) for n in args.memory_sizes.split(",")), args.memory_queries, KINDS

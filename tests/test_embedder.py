@@ -7,10 +7,12 @@ honesty (questions share no content word with their facts) is checked here too.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -305,3 +307,41 @@ def test_suite_noise_is_deterministic_and_nested() -> None:
     assert noise(50) == noise(50)
     assert noise(2000)[:50] == noise(50)
     assert len(set(noise(2000))) > 1500
+
+
+def test_the_encoders_graph_is_written_once_and_then_read_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = model_dir()
+    dims = (6, 12, 384, 1e-12)
+    written = onnx_bert.model_bytes(folder, *dims, cache=tmp_path)
+    [cached] = list(tmp_path.iterdir())
+    assert cached.read_bytes() == written
+    assert written == onnx_bert.build_model(folder, *dims)
+
+    def never(*_: object) -> bytes:
+        raise AssertionError("the graph was written again")
+
+    monkeypatch.setattr(onnx_bert, "build_model", never)
+    assert onnx_bert.model_bytes(folder, *dims, cache=tmp_path) == written
+    with pytest.raises(AssertionError, match="written again"):  # another shape: another graph
+        onnx_bert.model_bytes(folder, 5, 12, 384, 1e-12, cache=tmp_path)
+
+
+def test_a_process_with_the_graph_cached_never_imports_onnx(tmp_path: Path) -> None:
+    """Importing onnx takes seconds (its C extension): once the graph is cached, loading
+    MiniLM in onnxruntime needs onnxruntime alone."""
+    probe = (
+        "import sys\n"
+        "from novaberg.embedders import get_embedder\n"
+        "e = get_embedder('minilm-l6-v2'); e.load(); e.embed(['a test'])\n"
+        "print(e._encoder.runtime, 'onnx' in sys.modules)\n"
+    )
+    env = {**os.environ, "NOVABERG_HOME": str(tmp_path / "home")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs == [["onnxruntime", "True"], ["onnxruntime", "False"]]

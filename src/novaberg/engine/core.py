@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -51,16 +51,26 @@ def _load_embedder(name: str) -> None:
     get_embedder(name).load()
 
 
-async def _warm_in_threads(settings: Settings) -> None:
+def _start_embedder(settings: Settings) -> asyncio.Task[None] | None:
+    """Start loading the in-process memory embedder in a thread, first thing at open: a
+    turn's enricher needs it after the router's one call, and loading it (onnxruntime's
+    session, the vocabulary) takes longer than opening the rest."""
+    choice = choose_embedder(settings)
+    if choice.name is None or choice.backend:
+        return None
+    return asyncio.create_task(asyncio.to_thread(_load_embedder, choice.name))
+
+
+async def _warm_in_threads(settings: Settings, embedder: asyncio.Task[None] | None) -> None:
     """Load, in threads and while the first turn's first calls are in flight, what a turn or
     job would otherwise wait for: dateparser's language data (memory jobs) and the in-process
-    memory embedder (recall by meaning). A failure here is reported where the part is used."""
-    work = []
+    memory embedder (recall by meaning; started at open). A failure here is reported where the
+    part is used."""
+    work: list[Awaitable[object]] = []
     if settings.memory.jobs:
         work.append(asyncio.to_thread(warm_dateparser))
-    choice = choose_embedder(settings)
-    if choice.name is not None and not choice.backend:
-        work.append(asyncio.to_thread(_load_embedder, choice.name))
+    if embedder is not None:
+        work.append(embedder)
     for outcome in await asyncio.gather(*work, return_exceptions=True):
         if isinstance(outcome, BaseException):
             log.debug("a warm-up failed (%s); the part reports it when used", error_kind(outcome))
@@ -130,12 +140,14 @@ class Engine:
     async def open(cls, settings: Settings) -> Engine:
         """Open the database, choose the backends and compile the graph, the last in a thread
         while the first backend requests (auto-mode probe, capabilities) are in flight."""
+        embedder = _start_embedder(settings)
         compiling = asyncio.create_task(asyncio.to_thread(compile_turn_graph))
         notices: list[str] = []
         try:
             chain = await build_chain(settings, notices)
         except BaseException:
             compiling.cancel()
+            _drop(embedder)
             raise
         otel.configure(settings, notices)
         db: Database | None = None
@@ -145,13 +157,14 @@ class Engine:
             graph = await compiling
         except BaseException:  # a failure, or cancelled (a stop while opening): close it all
             compiling.cancel()
+            _drop(embedder)
             await chain.aclose()
             if db is not None:
                 await asyncio.to_thread(db.close)
             raise
         engine = cls(settings, chain, db, graph=graph)
         engine.notices[:0] = notices
-        engine._warming = asyncio.create_task(_warm_in_threads(settings))
+        engine._warming = asyncio.create_task(_warm_in_threads(engine.settings, embedder))
         return engine
 
     async def warmed(self) -> None:
@@ -474,6 +487,12 @@ class Engine:
     async def run_background(self, limit: int = 100) -> list[JobOutcome]:
         """Run the memory jobs waiting in the event queue (background priority)."""
         return await self.background.run(limit)
+
+
+def _drop(task: asyncio.Task[Any] | None) -> None:
+    """An open that failed: the embedder's load is not waited for (its thread ends alone)."""
+    if task is not None:
+        task.cancel()
 
 
 def _settle(task: asyncio.Task[Any] | None) -> None:
