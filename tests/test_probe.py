@@ -159,6 +159,18 @@ async def test_a_prompt_cut_silently_is_measured_with_the_context_the_server_cla
     assert all(c.prompt > 4096 for c in cuts)
 
 
+async def test_a_server_without_api_ps_is_probed_with_its_loaded_context_unknown(
+    settings: Settings, server: OllamaTestServer, store: Database
+) -> None:
+    """Some Ollama-compatible proxies have no /api/ps: its 404 is not a missing model."""
+    server.state.no_ps = True
+    report = await probe(settings, store, truncation.EXPERIMENT, trials=1)
+    result = report.experiments[0]
+    assert result.counts["cut"] == 1 and result.detail["claimed_context"] == 40960
+    assert result.detail["loaded_context"] is None
+    assert "not installed" not in json.dumps(report.__dict__, default=str)
+
+
 async def test_a_server_that_caps_the_context_below_num_ctx_gets_a_smaller_setting_advised(
     settings: Settings, server: OllamaTestServer, store: Database
 ) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -56,6 +57,8 @@ from novaberg.errors import (
 )
 from novaberg.redaction import safe_url
 from novaberg.telemetry import JsonMode
+
+log = logging.getLogger("novaberg")
 
 
 async def _stamp_caller(request: httpx.Request) -> None:
@@ -315,12 +318,23 @@ class OllamaBackend:
         loaded with now (``/api/ps``); ``None`` where the server does not say."""
         token = current_caller.set(caller)
         try:
-            shown = await self._get_client().show(self.model)
-            loaded = await self._loaded()
-        except ollama.ResponseError as exc:
-            if exc.status_code == 404:
-                raise self._translate(await self._model_missing()) from None
-            raise self._translate(exc) from None
+            try:
+                shown = await self._get_client().show(self.model)
+            except ollama.ResponseError as exc:
+                if exc.status_code == 404:  # /api/show's 404: the model is not there
+                    raise self._translate(await self._model_missing()) from None
+                raise self._translate(exc) from None
+            try:
+                loaded = await self._loaded()
+            except ollama.ResponseError as exc:
+                if exc.status_code != 404:
+                    raise self._translate(exc) from None
+                # a server without /api/ps (some proxies and emulations): the loaded context
+                # is not known, and the model is not missing for it
+                log.debug("the server has no /api/ps; the loaded context is not known")
+                loaded = None
+        except BackendError:
+            raise
         except Exception as exc:
             raise self._translate(exc) from None
         finally:
@@ -329,7 +343,8 @@ class OllamaBackend:
         claimed = next(
             (int(v) for k, v in info.items() if k.endswith(".context_length") and v), None
         )
-        running = next((m.context_length for m in loaded.models if m.model == self.model), None)
+        models = loaded.models if loaded is not None else []
+        running = next((m.context_length for m in models if m.model == self.model), None)
         return claimed, running or None
 
     async def _loaded(self) -> Any:

@@ -143,6 +143,8 @@ class ServerState:
     v1_json_modes: tuple[str, ...] = V1_JSON_MODES
     """``response_format`` types ``/v1`` takes; others get llama-cpp-python's HTTP 500."""
     v1_overflow: Literal["truncate", "refuse"] = "truncate"
+    no_ps: bool = False
+    """Answer ``GET /api/ps`` with 404, as some Ollama-compatible proxies and emulations do."""
     """``/v1`` with a prompt longer than ``context_length``: cut it silently (Ollama's /v1) or
     refuse it (llama-cpp-python: 400 ``context_length_exceeded``, or an empty 200 stream)."""
     scripts: dict[str, deque[Reply | None]] = field(default_factory=lambda: defaultdict(deque))
@@ -170,6 +172,7 @@ class ServerState:
         self.context_length = DEFAULT_CONTEXT
         self.v1_json_modes = V1_JSON_MODES
         self.v1_overflow = "truncate"
+        self.no_ps = False
 
     def read_prompt(
         self, path: str, caller: str, model: str, body: dict[str, Any], window: int
@@ -259,8 +262,10 @@ def create_app(state: ServerState) -> FastAPI:
     async def tags() -> dict[str, Any]:
         return {"models": [_tag(spec) for spec in state.models.values()]}
 
-    @app.get("/api/ps")
-    async def ps() -> dict[str, Any]:
+    @app.get("/api/ps", response_model=None)
+    async def ps() -> dict[str, Any] | JSONResponse:
+        if state.no_ps:
+            return JSONResponse({"error": "404 page not found"}, status_code=404)
         with state.lock:
             loaded = dict(state.loaded)
         return {
