@@ -261,6 +261,58 @@ def test_chat_in_a_terminal_shows_the_running_node_then_streams_the_reply(
     assert proc.returncode == 0
 
 
+def test_chat_keeps_what_is_typed_while_a_reply_streams_out_of_the_reply(
+    ollama_env: OllamaTestServer, isolated_env: Path
+) -> None:
+    """Typed while Nova's reply streams: not echoed into it, and sent as the next message."""
+    reply = "A reply that streams slowly, word by word, to the end."
+    ollama_env.script("responder", Reply(content=reply, chunk_delay_s=0.15))
+    ollama_env.script("responder", Reply(content="Answer to what you typed ahead."))
+    main, secondary = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200")
+    proc = subprocess.Popen(
+        [*NOVABERG, "chat"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
+    os.close(secondary)
+    screen = b""
+
+    def read_until(marker: bytes, timeout: float = 30) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + timeout
+        while marker not in screen:
+            assert time.monotonic() < deadline, screen.decode(errors="replace")[-2000:]
+            if select.select([main], [], [], 0.1)[0]:
+                try:
+                    screen += os.read(main, 4096)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"you")
+        os.write(main, b"Hallo Nova\r")
+        read_until(b"word by")  # the reply is streaming
+        os.write(main, b"typed aheaX\x7fd\r")  # with a backspace
+        read_until(b"Answer to what you typed ahead.")
+        streamed = screen[: screen.index(b"Answer to what you typed ahead.")]
+        os.write(main, b"/exit\r")
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        os.close(main)
+    before_end = streamed[: streamed.index(b"to the end.")]
+    assert b"typed" not in before_end  # nothing echoed into the streaming reply
+    assert b"typed ahead" in streamed[streamed.index(b"to the end.") :]  # shown at the prompt
+    with sqlite3.connect(isolated_env / "novaberg.db") as db:
+        said = [r[0] for r in db.execute("SELECT content FROM messages WHERE role = 'user'")]
+    assert said == ["Hallo Nova", "typed ahead"]
+    assert proc.returncode == 0
+
+
 def test_chat_shows_a_revised_answer_below_the_streamed_draft(ollama_env: OllamaTestServer) -> None:
     ollama_env.script("responder", Reply(content="A cold draft."))
     ollama_env.script(

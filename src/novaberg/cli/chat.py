@@ -13,6 +13,7 @@ from rich.spinner import Spinner
 
 from novaberg.cli.common import err_console, guarded, load, setup_logging
 from novaberg.cli.safe import SafeConsole, styled
+from novaberg.cli.typeahead import TypedAhead, held, read_line
 from novaberg.errors import NovabergError
 from novaberg.text import is_blank
 
@@ -93,9 +94,14 @@ class TurnView:
             self.console.print(NOVA + styled(reply))
 
 
-def _read(console: Console) -> str | None:
-    try:
+def _read(console: Console, ahead: TypedAhead) -> str | None:
+    """The next message: one typed while the last reply streamed, else one read now."""
+
+    def prompt() -> str:
         return console.input(YOU) if console.is_terminal else input("you › ")
+
+    try:
+        return read_line(ahead, prompt, lambda line: console.print(YOU + styled(line)))
     except EOFError:
         return None
 
@@ -148,9 +154,10 @@ def _finish_memory_work(runner: asyncio.Runner, engine: Engine, console: Console
 
 
 def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int | None) -> None:
+    ahead = TypedAhead()  # what is typed while a reply streams waits for the next prompt
     while True:
         try:
-            line = _read(console)
+            line = _read(console, ahead)
         except KeyboardInterrupt:
             console.print()
             return
@@ -164,11 +171,15 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
             continue
         view = TurnView(console)
         try:
-            result = runner.run(
-                engine.run_turn(
-                    line, conversation_id=current, on_token=view.token, on_progress=view.progress
+            with held(ahead):  # keystrokes now are not echoed into the reply
+                result = runner.run(
+                    engine.run_turn(
+                        line,
+                        conversation_id=current,
+                        on_token=view.token,
+                        on_progress=view.progress,
+                    )
                 )
-            )
         except KeyboardInterrupt:
             view.stop_status()
             console.print()
