@@ -362,6 +362,19 @@ def _size(db: Database, path: Path | None) -> int:
     return int(db.scalar("SELECT pg_database_size(current_database()) AS n"))
 
 
+def _tables(db: Database, path: Path | None) -> dict[str, int]:
+    """Bytes per table and index: SQLite's ``dbstat`` pages, PostgreSQL's relation sizes."""
+    if path is not None:
+        rows = db.query("SELECT name, SUM(pgsize) AS n FROM dbstat GROUP BY name")
+    else:
+        rows = db.query(
+            "SELECT c.relname AS name, pg_relation_size(c.oid) AS n FROM pg_class c "
+            "JOIN pg_namespace s ON s.oid = c.relnamespace "
+            "WHERE s.nspname = current_schema() AND c.relkind IN ('r', 'i', 't', 'm')"
+        )
+    return {str(r["name"]): int(r["n"] or 0) for r in rows}
+
+
 def growth(kind: str, turns: int = 1000) -> dict[str, Any]:
     """Bytes per 1,000 turns through the real engine (test server, no delay), half of them
     salient, with every memory job run."""
@@ -406,6 +419,7 @@ def growth(kind: str, turns: int = 1000) -> dict[str, Any]:
                 engine = await Engine.open(load_settings().settings)
                 path = None if url else engine.settings.db_path
                 before = _size(engine.db, path)
+                tables_before = _tables(engine.db, path)
                 rng = random.Random(3)
                 for n in range(turns):
                     salient = n % 2 == 0
@@ -428,6 +442,11 @@ def growth(kind: str, turns: int = 1000) -> dict[str, Any]:
                     )
                     await engine.run_background()
                 after = _size(engine.db, path)
+                tables = _tables(engine.db, path)
+                grown = {
+                    name: round((size - tables_before.get(name, 0)) * 1000 / turns / 1024)
+                    for name, size in tables.items()
+                }
                 items = engine.db.scalar("SELECT COUNT(*) AS n FROM memories")
                 await engine.aclose()
                 return {
@@ -436,6 +455,9 @@ def growth(kind: str, turns: int = 1000) -> dict[str, Any]:
                     "turns": turns,
                     "salient_share": 0.5,
                     "memory_rows": items,
+                    "kib_per_1000_turns_by_table": dict(
+                        sorted(((k, v) for k, v in grown.items() if v), key=lambda kv: -kv[1])
+                    ),
                 }
 
             result = asyncio.run(run())

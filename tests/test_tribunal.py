@@ -87,6 +87,8 @@ async def test_a_revise_vote_leads_to_a_correction_and_a_second_vote(
     corrector_prompt = user_prompt(server.requests("/api/chat", caller="corrector")[0])
     assert "persona: Does not sound like Nova." in corrector_prompt
     assert result.state["draft"] == "Draft with a problem."  # the draft is kept in the trace
+    stored = engine.db.scalar("SELECT trace_json FROM turns WHERE id = ?", (result.turn_id,))
+    assert json.loads(stored)["draft"] == "Draft with a problem."  # another than the reply
 
 
 async def test_corrections_are_bounded(engine: Engine, server: OllamaTestServer) -> None:

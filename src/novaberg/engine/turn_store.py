@@ -50,7 +50,9 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         "thinker": final.get("thinker"),
         "tribunal": final.get("tribunal"),
         "corrector": final.get("corrector"),
-        "draft": final.get("draft"),
+        # the responder's draft when the answer is another (revised, corrected, with a
+        # gesture); ``None`` when the reply is the draft, which is stored once, as the reply
+        "draft": draft if (draft := final.get("draft")) != final.get("reply") else None,
         "answered_by": trace.answered_by(),
         "notices": trace.notices,
         # when each call (in the order of ``calls``) was sent, ms after the turn's first node:
