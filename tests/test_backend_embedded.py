@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks.embedded_models import judge_chat
@@ -197,3 +199,30 @@ async def test_the_default_model_answers_a_greeting_without_repeating_its_instru
     assert responder[0].outcome in ("ok", "truncated")  # (a tiny model may talk to the limit)
     figures = judge_chat(result.reply, "en", "Hallo Nova!")
     assert not figures["echo"] and not figures["prompt_like"], result.reply
+
+
+async def test_every_call_into_llama_cpp_runs_on_one_thread(gguf: Path) -> None:
+    """llama.cpp's OpenMP team belongs to the thread that calls in: one thread for the
+    backend's life keeps one team (a new thread per call made a new team while the last one's
+    workers still spun; see EmbeddedBackend.__init__)."""
+    fresh = EmbeddedBackend(gguf.parent, Timeouts(), model_path=gguf, n_ctx=2048)
+    request = ChatRequest(
+        caller="responder", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
+    )
+    callers: set[int] = set()
+    try:
+        await fresh.status()  # loads the model, on the backend's thread too
+        llama = fresh._llama
+        original = llama.create_chat_completion
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            callers.add(threading.get_native_id())
+            return original(*args, **kwargs)
+
+        llama.create_chat_completion = recorded
+        for streamed in (False, True, False):
+            pieces: list[str] = []
+            await fresh.chat(request, pieces.append if streamed else None)
+    finally:
+        await fresh.aclose()
+    assert len(callers) == 1 and threading.get_native_id() not in callers

@@ -27,6 +27,7 @@ import importlib.util
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,13 @@ class EmbeddedBackend:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self._llama: Any = None
+        # Every call into llama.cpp runs on this one thread, for the backend's whole life. Its
+        # ggml is built with OpenMP, whose team of worker threads belongs to the thread that
+        # calls in: a new thread per call (as before) got a new team each time, while the last
+        # call's workers could still be spinning on the same cores. Issue 21 measured every
+        # call after the first at a third of llama.cpp's speed that way (32.7 against 90.3
+        # tokens/s on two cores); benchmarks/__main__.py (part embedded) measures the ratio.
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="novaberg-embedded")
         self._load_lock = threading.Lock()
         # llama.cpp is not thread-safe: a generation cancelled by the caller finishes its current
         # token before the next one may start.
@@ -238,7 +246,8 @@ class EmbeddedBackend:
 
     async def aclose(self) -> None:
         """Free the loaded model (after any generation still finishing its current token)."""
-        await asyncio.to_thread(self._unload)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker, self._unload)  # the idle thread stays: reusable
 
     def _unload(self) -> None:
         with self._load_lock, self._generate_lock:
@@ -278,11 +287,10 @@ class EmbeddedBackend:
             finally:
                 _hand_over(loop, pieces, _END)
 
-        thread = threading.Thread(target=produce, name="novaberg-embedded", daemon=True)
         content: list[str] = []
         try:
             async with asyncio.timeout(self.timeouts.total_s):
-                thread.start()
+                loop.run_in_executor(self._worker, produce)  # its end is the _END it hands over
                 while (item := await pieces.get()) is not _END:
                     if isinstance(item, ConfigError):
                         raise item
@@ -343,7 +351,7 @@ class EmbeddedBackend:
 
     async def status(self) -> BackendStatus:
         try:
-            await asyncio.to_thread(self._load)
+            await asyncio.get_running_loop().run_in_executor(self._worker, self._load)
         except (ConfigError, ValueError, OSError) as exc:
             return BackendStatus(
                 self.name,
