@@ -9,6 +9,7 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
+from novaberg.engine.core import SWALLOWED
 from novaberg.errors import BackendTimeout, ModelOutputError, StorageError, UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.sql import sqlite_module
@@ -372,4 +373,5 @@ async def test_a_turn_cancelled_at_any_point_is_never_left_running(
             await task
     rows = await engine.db.run(engine.db.query, "SELECT status, error FROM turns", ())
     assert rows and all(r["status"] == "aborted" for r in rows), rows
-    assert {r["error"] for r in rows} == {"the client went away"}
+    # the cancel's own reason, or, where a part of the pipeline dropped the cancel, that
+    assert {r["error"] for r in rows} <= {"the client went away", SWALLOWED}
