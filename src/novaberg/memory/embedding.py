@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,29 @@ MIN_SIMILARITY = {"minilm-l6-v2": 0.25, "e5-small-q4": 0.78}
 """Below this cosine an item is not a meaning match at all (measured on the meaning suite: a
 question's own fact scored at least 0.28 with MiniLM and 0.78 with E5, while half the
 unrelated items scored under 0.06 and 0.75). A backend's model has no floor (0)."""
+
+READS = {"minilm-l6-v2": frozenset({"LATIN"})}
+"""The scripts an in-process embedder was trained on, where it is not multilingual:
+all-MiniLM-L6-v2 learnt English, and turns Japanese or Arabic into vectors that land near
+unrelated items. ``e5-small-q4`` (multilingual) and backend models read every script."""
+
+
+def unread_script(embedder: str | None, text: str) -> str | None:
+    """The script most of ``text``'s letters are in when ``embedder`` does not read it
+    (``READS``), else None: such a message is searched by its words alone."""
+    reads = READS.get(embedder or "")
+    if reads is None:
+        return None
+    scripts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            script = unicodedata.name(ch, "UNKNOWN").split(" ")[0]
+            scripts[script] = scripts.get(script, 0) + 1
+    letters = sum(scripts.values())
+    read = sum(n for script, n in scripts.items() if script in reads)
+    if not letters or 2 * read >= letters:
+        return None
+    return max((s for s in scripts if s not in reads), key=lambda s: scripts[s])
 
 
 @dataclass(frozen=True)

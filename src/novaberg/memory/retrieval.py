@@ -56,6 +56,7 @@ from novaberg.memory.embedding import (
     embed,
     embed_local,
     embed_with_backend,
+    unread_script,
 )
 from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
 from novaberg.text import same_text
@@ -145,8 +146,8 @@ class Retriever:
     max_items: int = 8
     half_life_days: float = 14.0
     fact_half_life_days: float = 180.0
-    fulltext_newest: int = 200
-    fulltext_ranked: int = 50
+    fulltext_ranked: int = 200
+    fulltext_facts: int = 50
     vector_candidates: int = 50
     recent_candidates: int = 10
     fusion_k: float = 1.0
@@ -155,7 +156,7 @@ class Retriever:
     def by_words(self, user: str, message: str) -> list[Candidate]:
         """Blocking: the full-text candidates for ``message`` (the words signal)."""
         return self.store.fulltext(
-            user, query_terms(message), self.fulltext_newest, self.fulltext_ranked
+            user, query_terms(message), self.fulltext_ranked, self.fulltext_facts
         )
 
     def retrieve(
@@ -346,11 +347,18 @@ async def recall(
     choice: Choice = choose(settings)
     notices = list(choice.notices)
     if not query_terms(message):
-        # a greeting, a thank-you, an "ok": about nothing Nova was told, so no search; the
-        # nearest vectors would still be the nearest, and unrelated (recent, important
+        # a greeting, a thank-you, an "ok", emoji: about nothing Nova was told, so no search;
+        # the nearest vectors would still be the nearest, and unrelated (recent, important
         # items still come, as for every message)
         items = await db.run(retriever.retrieve, user, message)
         return Recall(items, None, notices)
+    script = unread_script(choice.name, message)
+    if script is not None:
+        notices.append(
+            f"{what}: by words only, the message is mostly in a script ({script.lower()}) "
+            f"that the embedder {choice.name} does not read"
+        )
+        choice = Choice(None, notices=choice.notices)
 
     if choice.name is not None and not choice.backend:
         # an in-process embedder: in one database worker, the full-text search while another
@@ -398,6 +406,8 @@ def start_message_vector(settings: Any, message: str, *, what: str) -> asyncio.T
     choice = choose(settings)
     if choice.name is None or choice.backend or not query_terms(message):
         return None
+    if unread_script(choice.name, message) is not None:
+        return None  # searched by words only
     return asyncio.ensure_future(
         asyncio.to_thread(
             embed_local, choice.name, [message], query=True, what=f"{what}: the message"
