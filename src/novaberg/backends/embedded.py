@@ -197,10 +197,11 @@ class EmbeddedBackend:
         self._llama: Any = None
         # Every call into llama.cpp runs on this one thread, for the backend's whole life. Its
         # ggml is built with OpenMP, whose team of worker threads belongs to the thread that
-        # calls in: a new thread per call (as before) got a new team each time, while the last
-        # call's workers could still be spinning on the same cores. Issue 21 measured every
-        # call after the first at a third of llama.cpp's speed that way (32.7 against 90.3
-        # tokens/s on two cores); benchmarks/__main__.py (part embedded) measures the ratio.
+        # calls in, and a team that is not working still takes CPU: two teams on two cores
+        # halve each other. A new thread per call (as before) made a new team each time; with
+        # the benchmark's direct calls from the main thread in between, Novaberg ran at 51
+        # against 96 tokens/s (issue 21 measured 32.7 against 90.3). One thread, one team:
+        # 93.8 against 94.5 with the direct calls made on this thread (make bench, embedded).
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="novaberg-embedded")
         self._load_lock = threading.Lock()
         # llama.cpp is not thread-safe: a generation cancelled by the caller finishes its current
