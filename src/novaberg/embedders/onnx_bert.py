@@ -52,9 +52,13 @@ graph."""
 
 
 def available() -> bool:
-    """Whether onnxruntime and onnx are installed here (found, not imported: importing onnx
-    takes seconds, and a cached graph needs only onnxruntime)."""
-    return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime"))
+    """Whether onnxruntime can be imported here and onnx is installed (found, not imported:
+    importing onnx takes seconds, and a cached graph needs only onnxruntime)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return importlib.util.find_spec("onnx") is not None
 
 
 def cache_dir() -> Path:
@@ -224,7 +228,10 @@ class OnnxLayers:
         options.add_session_config_entry(
             "session.model_external_initializers_file_folder_path", str(folder)
         )
-        model = model_bytes(folder, layers, heads, hidden, eps)
+        try:
+            model = model_bytes(folder, layers, heads, hidden, eps)
+        except ImportError as exc:  # onnx is found but cannot be imported
+            raise EmbedderError(f"onnx could not be imported to write the encoder ({exc})") from exc
         try:
             self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's errors derive from Exception alone
