@@ -18,6 +18,7 @@ message of every :class:`~novaberg.errors.BackendError` as it is made.
 from __future__ import annotations
 
 import re
+import string
 import urllib.parse
 
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://"
@@ -25,6 +26,13 @@ _SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://"
 _USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})[^\s/?#\[\]\"<>]*@")
 """A URL's ``scheme://userinfo@``. The userinfo runs to the LAST ``@`` before the authority
 ends (``/``, ``?``, ``#``, a space), so that a password with a raw ``@`` goes whole."""
+
+
+_FOLD = str.maketrans(
+    string.ascii_uppercase + "\u0130\u0131\u212a\u017f", string.ascii_lowercase + "iiks"
+)
+"""Upper to lower case as ``re.IGNORECASE`` matches a (lower-case ASCII) host name: ASCII,
+and the letters it takes for ``i``, ``k`` and ``s``."""
 
 
 def without_userinfo(text: str) -> str:
@@ -71,4 +79,6 @@ def redact(text: str, *, server: str, name: str) -> str:
     appears, with or without scheme and port; a path after it stays."""
     text = without_userinfo(text)
     host = _hostname(server)
-    return _address_pattern(host).sub(name, text) if host else text
+    if not host or host not in text.translate(_FOLD):  # every form of it holds the host
+        return text  # (and the pattern, linear, still reads up to a scheme's length per char)
+    return _address_pattern(host).sub(name, text)
