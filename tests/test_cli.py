@@ -214,6 +214,24 @@ def test_ctrl_c_mid_turn_aborts_that_turn_and_the_next_one_works(
     assert messages == [("user", "Bist du noch da?"), ("assistant", "Second turn works.")]
 
 
+class Screen:
+    """What a program wrote to its pseudo-terminal, read as it comes."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.data = b""
+
+    def read_until(self, marker: bytes, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while marker not in self.data:
+            assert time.monotonic() < deadline, self.data.decode(errors="replace")[-2000:]
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.data += os.read(self.fd, 4096)
+                except OSError:
+                    break
+
+
 def test_chat_in_a_terminal_shows_the_running_node_then_streams_the_reply(
     ollama_env: OllamaTestServer,
 ) -> None:
@@ -232,30 +250,18 @@ def test_chat_in_a_terminal_shows_the_running_node_then_streams_the_reply(
         close_fds=True,
     )
     os.close(secondary)
-    screen = b""
-
-    def read_until(marker: bytes, timeout: float = 30) -> None:
-        nonlocal screen
-        deadline = time.monotonic() + timeout
-        while marker not in screen:
-            assert time.monotonic() < deadline, screen.decode(errors="replace")[-2000:]
-            ready, _, _ = select.select([main], [], [], 0.1)
-            if ready:
-                try:
-                    screen += os.read(main, 4096)
-                except OSError:
-                    break
+    screen = Screen(main)
 
     try:
-        read_until(b"you")
+        screen.read_until(b"you")
         os.write(main, b"Hallo Nova\r")
-        read_until(b"Streamed to a real terminal.")
+        screen.read_until(b"Streamed to a real terminal.")
         os.write(main, b"/exit\r")
         proc.wait(timeout=30)
     finally:
         proc.kill()
         os.close(main)
-    text = screen.decode(errors="replace")
+    text = screen.data.decode(errors="replace")
     assert "Nova · router" in text  # the live line named the running node
     assert "Nova · responder" in text or "Nova ›" in text
     assert proc.returncode == 0
@@ -279,26 +285,15 @@ def test_chat_keeps_what_is_typed_while_a_reply_streams_out_of_the_reply(
         close_fds=True,
     )
     os.close(secondary)
-    screen = b""
-
-    def read_until(marker: bytes, timeout: float = 30) -> None:
-        nonlocal screen
-        deadline = time.monotonic() + timeout
-        while marker not in screen:
-            assert time.monotonic() < deadline, screen.decode(errors="replace")[-2000:]
-            if select.select([main], [], [], 0.1)[0]:
-                try:
-                    screen += os.read(main, 4096)
-                except OSError:
-                    break
+    screen = Screen(main)
 
     try:
-        read_until(b"you")
+        screen.read_until(b"you")
         os.write(main, b"Hallo Nova\r")
-        read_until(b"word by")  # the reply is streaming
+        screen.read_until(b"word by")  # the reply is streaming
         os.write(main, b"typed aheaX\x7fd\r")  # with a backspace
-        read_until(b"Answer to what you typed ahead.")
-        streamed = screen[: screen.index(b"Answer to what you typed ahead.")]
+        screen.read_until(b"Answer to what you typed ahead.")
+        streamed = screen.data[: screen.data.index(b"Answer to what you typed ahead.")]
         os.write(main, b"/exit\r")
         proc.wait(timeout=30)
     finally:

@@ -31,14 +31,14 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
-from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Started, Stored, TurnAsk
+from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Stored, TurnAsk
 from novaberg.engine.stored_turns import stored_turn_json, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem, api_errors
-from novaberg.server.turns import admit, failure, watch
+from novaberg.server.turns import admit, failure, started, watch
 from novaberg.text import quoted
 from novaberg.validation import validate_message
 
@@ -135,15 +135,7 @@ async def _stream_turn(
 ) -> StreamingResponse:
     """``POST /api/turns?stream=true``: the admitted turn's events as server-sent events."""
     db = engine.db
-    events = turn.events()
-    try:
-        first = await anext(events)
-    except BaseException:
-        watcher.cancel()
-        raise
-    if not isinstance(first, Started):  # the turn failed before it was recorded
-        watcher.cancel()
-        raise failure(first.error if isinstance(first, Failed) else RuntimeError())
+    first, events = await started(turn, watcher)
     turn_id = first.turn_id
     conversation = turn.conversation
     wait_s = engine.settings.server.followup_wait_s

@@ -48,7 +48,6 @@ from novaberg.engine.service import (
     Answer,
     Failed,
     Progress,
-    Started,
     Stored,
     TurnAsk,
 )
@@ -58,7 +57,7 @@ from novaberg.nodes.context import Shown
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, choose_conversation
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
-from novaberg.server.turns import admit, failure, refused, service_of, watch
+from novaberg.server.turns import admit, failure, refused, service_of, started, watch
 from novaberg.text import is_blank, quoted
 from novaberg.validation import validate_message
 
@@ -469,17 +468,7 @@ async def _stream(
     """The turn as chunks: the node that runs (``reasoning_content``), the answer as soon as
     the tribunal passed it, the follow-ups ready in time; a client gone before the answer
     aborts the turn (:mod:`novaberg.server.turns`)."""
-    events = turn.events()
-    try:
-        first = await anext(events)
-    except BaseException:
-        watcher.cancel()
-        raise
-    if not isinstance(first, Started):  # the turn failed before it was recorded
-        watcher.cancel()
-        if isinstance(first, Failed) and isinstance(first.error, NovabergError):
-            raise failure(first.error) from first.error
-        raise ApiProblem(500, "The turn ended before it started.", code="turn_failed")
+    first, events = await started(turn, watcher)
     turn_id = first.turn_id
     conversation = turn.conversation
     service = service_of(request)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 from fastapi import Request
 
-from novaberg.engine.service import AdmittedTurn, TurnAsk, TurnService
+from novaberg.engine.service import AdmittedTurn, Failed, Started, TurnAsk, TurnEvent, TurnService
 from novaberg.errors import (
     BackendError,
     ConversationBusy,
@@ -84,3 +85,22 @@ def watch(request: Request, turn: AdmittedTurn) -> asyncio.Task[None]:
         turn.leave()
 
     return asyncio.create_task(watching())
+
+
+async def started(
+    turn: AdmittedTurn, watcher: asyncio.Task[None]
+) -> tuple[Started, AsyncIterator[TurnEvent]]:
+    """A streamed response's first event, and the rest to read: the turn is recorded, or the
+    HTTP problem of a turn that failed before it was (then the watch ends too)."""
+    events = turn.events()
+    try:
+        first = await anext(events)
+    except BaseException:
+        watcher.cancel()
+        raise
+    if isinstance(first, Started):
+        return first, events
+    watcher.cancel()
+    if isinstance(first, Failed) and not isinstance(first.error, asyncio.CancelledError):
+        raise failure(first.error) from first.error
+    raise ApiProblem(500, "The turn ended before it started.", code="turn_failed")
