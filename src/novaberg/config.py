@@ -360,6 +360,37 @@ class Server(BaseModel):
     )
 
 
+class Speech(BaseModel):
+    """Speech in and out (``POST /v1/audio/transcriptions`` and ``/v1/audio/speech``, the
+    page's voice): the bounds on what is heard and said. The engines come with the ``voice``
+    extra; ``language`` chooses them (:mod:`novaberg.speech`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_audio_bytes: int = Field(
+        26_214_400,
+        ge=1024,
+        description="the largest audio file accepted for transcription, in bytes (OpenAI's "
+        "25 MB); larger is refused with 413",
+    )
+    max_audio_s: float = Field(
+        300.0,
+        gt=0,
+        le=7200,
+        description="the longest audio transcribed, in seconds; longer is refused with 400 "
+        "(audio_too_long) before it is transcribed",
+    )
+    max_speech_chars: int = Field(
+        4096, ge=1, description="the longest text spoken by /v1/audio/speech, in characters"
+    )
+    threads: int = Field(2, ge=1, le=64, description="CPU threads of each speech engine")
+    max_waiting: int = Field(
+        4,
+        ge=1,
+        description="speech requests that may wait while one runs (one runs at a time per "
+        "process); one more is refused with 503",
+    )
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -467,6 +498,7 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     telemetry: Telemetry = Field(default_factory=Telemetry)
     server: Server = Field(default_factory=Server)
+    speech: Speech = Field(default_factory=Speech)
 
     @field_validator("fallback", "ollama_hosts", mode="before")
     @classmethod

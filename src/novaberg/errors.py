@@ -24,7 +24,10 @@ message says what happened and what to do about it::
     │   └── QueueFull                too many model calls wait (``server.max_queue``)
     ├── StorageError                 the database could not be opened, migrated or written
     ├── EmbedderError                an in-process embedder is not installed or could not run
-    └── VectorDimensionError         stored vectors of an embedder have another length (reindex)
+    ├── VectorDimensionError         stored vectors of an embedder have another length (reindex)
+    └── SpeechError                  speech in or out failed (:mod:`novaberg.speech`)
+        ├── SpeechUnavailable        the voice extra, an engine or its model is not installed
+        └── BadAudio                 audio that cannot be heard: unreadable, too long, no speech
 
 Transport errors of the underlying clients (``ollama.ResponseError``, ``httpx`` errors,
 ``json.JSONDecodeError`` on a truncated stream) are translated into this tree at one choke
@@ -221,3 +224,21 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, StreamCut):
         return "the stream was cut"
     return type(exc).__name__
+
+
+class SpeechError(NovabergError):
+    """Speech in or out failed (:mod:`novaberg.speech`)."""
+
+
+class SpeechUnavailable(SpeechError):
+    """The engine a language needs is not installed here; the message says what to install."""
+
+
+class BadAudio(SpeechError):
+    """Audio that cannot be turned into words, with the reason as a ``code``:
+    ``unreadable_audio`` (corrupt, not audio, no audio stream), ``audio_too_long``
+    (``speech.max_audio_s``) or ``no_speech`` (silence, noise)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -31,6 +31,7 @@ async def _diagnose() -> dict[str, Any]:
     if vectors is not None:
         fixes.extend(f"memory search by meaning: {fix}" for fix in vectors["fixes"])
     files = await asyncio.to_thread(_private_files, settings)
+    speech = _speech(settings)
     fixes.extend(f"private files: {fix}" for fix in files["fixes"])  # a warning, not a failure
     return {
         "mode": settings.backend,
@@ -40,6 +41,7 @@ async def _diagnose() -> dict[str, Any]:
         "database": database,
         "vectors": vectors,
         "files": files,
+        "speech": speech,
         "fixes": fixes,
         "ok": statuses[0].reachable and not statuses[0].fix and database["ok"],
     }
@@ -86,6 +88,32 @@ def _private_files(settings: Any) -> dict[str, Any]:
     fixes = exposed(found)
     checked = [{"path": str(f.path), "mode": f.shown_mode, "private": f.private} for f in found]
     return {"private": not fixes, "checked": checked, "fixes": fixes}
+
+
+def _speech(settings: Any) -> dict[str, Any]:
+    """The speech engines of each language and what each lacks here (none is loaded: voice
+    is optional, so a missing one is said, not a failure)."""
+    from novaberg.speech.engines import Engines
+
+    engines = [asdict(e) for e in Engines(settings.speech).describe()]
+    for engine in engines:
+        del engine["loaded"]
+    return {"language": settings.language, "engines": engines}
+
+
+def _print_speech(console: SafeConsole, speech: dict[str, Any]) -> None:
+    """One line per engine of Nova's language: what hears and speaks it, or what to install."""
+    for e in speech["engines"]:
+        if e["language"] != speech["language"]:
+            continue
+        verb = "hears" if e["kind"] == "listen" else "speaks"
+        state = ("ready", "") if e["missing"] is None else (e["missing"], "yellow")
+        note = f" ({e['note']})" if e["note"] else ""
+        console.print(
+            styled(
+                f"Speech ({e['language']}): {verb} with {e['name']} {e['model']}{note} — ", state
+            )
+        )
 
 
 def _print_files(console: SafeConsole, files: dict[str, Any]) -> None:
@@ -187,6 +215,7 @@ def run_doctor(*, as_json: bool) -> None:
                 )
             )
         _print_files(console, report["files"])
+        _print_speech(console, report["speech"])
         if report["fixes"]:
             console.print(styled(("What to fix:", "bold")))
             for fix in report["fixes"]:

@@ -22,6 +22,7 @@ from novaberg.server import (
     api_events,
     api_memory,
     api_turns,
+    audio,
     health,
     metrics,
     openai,
@@ -122,7 +123,13 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
         redoc_url=None,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
+    speech = settings.speech
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.server.max_body_bytes,
+        # an audio file has its own cap, with room for the multipart form around it
+        larger={audio.TRANSCRIPTIONS: (speech.max_audio_bytes + 65_536, "speech.max_audio_bytes")},
+    )
     app.add_middleware(NoStore)
     app.add_middleware(HeadAsGet)
     app.state.requests = set()
@@ -144,6 +151,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(openai.router)
+    app.include_router(audio.router)
     app.include_router(stats_api.router)
     app.include_router(api_turns.router)
     app.include_router(api_events.router)

@@ -15,20 +15,25 @@ from novaberg.server.errors import ApiProblem, error_response
 
 
 class BodyLimit:
-    """Pure ASGI middleware (streams responses untouched)."""
+    """Pure ASGI middleware (streams responses untouched). ``larger``: routes whose bodies
+    have a cap of their own (an audio file), as ``{path: (bytes, setting)}``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, larger: dict[str, tuple[int, str]] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
+        cap, setting = self.larger.get(path, (self.max_bytes, "server.max_body_bytes"))
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(path, scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            await self._refuse(path, scope, receive, send, cap, setting)
             return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
@@ -39,8 +44,8 @@ class BodyLimit:
             if message["type"] != "http.request":  # the client went away
                 return
             body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._refuse(path, scope, receive, send)
+            if len(body) > cap:
+                await self._refuse(path, scope, receive, send, cap, setting)
                 return
             if not message.get("more_body", False):
                 break
@@ -55,11 +60,13 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(
+        self, path: str, scope: Scope, receive: Receive, send: Send, cap: int, setting: str
+    ) -> None:
         response = error_response(
             path,
             413,
-            f"The request body is larger than {self.max_bytes} bytes (server.max_body_bytes).",
+            f"The request body is larger than {cap} bytes ({setting}).",
             "request_too_large",
             {"Connection": "close"},
         )

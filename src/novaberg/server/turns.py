@@ -10,6 +10,7 @@ stored so (``AdmittedTurn.leave``). After the answer, a client that leaves stops
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 
@@ -25,6 +26,7 @@ from novaberg.errors import (
     UsageError,
 )
 from novaberg.server.errors import ApiProblem
+from novaberg.speech.heard import RecentlyHeard
 
 log = logging.getLogger("novaberg.server")
 
@@ -50,7 +52,12 @@ def refused(exc: TurnRefused) -> ApiProblem:
 
 
 def admit(request: Request, ask: TurnAsk) -> AdmittedTurn:
-    """Admit ``ask``'s turn, or the HTTP problem that says why not (400, 409, 503)."""
+    """Admit ``ask``'s turn, or the HTTP problem that says why not (400, 409, 503). A message
+    that was spoken (its words are a transcription of this user's) says so in the trace."""
+    heard: RecentlyHeard | None = getattr(request.app.state, "heard", None)
+    spoken = None if heard is None else heard.notice_for(ask.user, ask.message)
+    if spoken is not None:
+        ask = dataclasses.replace(ask, notices=(*ask.notices, spoken))
     try:
         return service_of(request).admit(ask)
     except UsageError as exc:
