@@ -181,7 +181,8 @@ def test_memory_search_show_forget_and_another_users_ids(
         none = assert_detail(api(nova, method, f"/api/memory/{missing}", "eve"), 404)
         assert leaked.replace(str(item["id"]), "N") == none.replace(str(missing), "N")
     assert api(nova, "GET", "/api/memory", "eve", params={"query": "Quokkamiso"}).json() == {
-        "items": []
+        "items": [],
+        "messages": [],
     }
     jobs = api(nova, "GET", "/api/memory/jobs").json()["items"]
     assert any(j["turn_id"] == told["turn_id"] for j in jobs)

@@ -192,6 +192,13 @@ class Memory(BaseModel):
         description="memory retrieved per turn, in tokens (about 4 characters each)",
     )
     max_items: int = Field(8, ge=1, le=50, description="memory items retrieved per turn, at most")
+    messages: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="earlier messages of any conversation (the user's and Nova's) found by "
+        "their words and given to a turn beside the memory items, at most; 0: none",
+    )
     half_life_days: float = Field(
         14.0, gt=0, description="days in which the recency score of a short-term item halves"
     )

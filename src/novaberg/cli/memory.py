@@ -85,8 +85,8 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
     import asyncio
 
     from novaberg.cli.common import err_console, guarded, load
-    from novaberg.cli.safe import echo
-    from novaberg.memory.retrieval import recall
+    from novaberg.cli.safe import dumps, echo
+    from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
 
     settings = guarded(lambda: load(user).settings)
     store, who = _store(user)
@@ -94,7 +94,7 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
         lambda: asyncio.run(
             recall(
                 store.db, settings, who, query, max_items=50, budget_tokens=100_000,
-                what="memory search",
+                what="memory search", messages=Heed(SEARCH_MESSAGES),
             )
         )
     )  # fmt: skip
@@ -102,10 +102,18 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
         err_console.print(f"notice: {notice}", markup=False, highlight=False)
     found = result.items
     items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
-    _print(items, as_json)
-    if not as_json:
-        for r in found:
-            echo(f"  [{r.item.id}] why: {r.reason}")
+    said = [heard_view(h) for h in result.heard]
+    if as_json:  # the items, then the messages (kind "message", with message_id)
+        typer.echo(dumps([*items, *said]))
+        return
+    if items or not said:
+        _print(items, False)
+    for r in found:
+        echo(f"  [{r.item.id}] why: {r.reason}")
+    for m in said:
+        who_said = "you" if m["role"] == "user" else "Nova"
+        echo(f"[message {m['message_id']}] {who_said}, {m['said_at'][:10]}: {m['text']}")
+        echo(f"  why: {m['reason']}")
 
 
 @app.command()

@@ -44,7 +44,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -58,7 +58,7 @@ from novaberg.memory.embedding import (
     embed_with_backend,
     unread_script,
 )
-from novaberg.memory.store import Candidate, MemoryItem, MemoryStore
+from novaberg.memory.store import Candidate, MemoryItem, MemoryStore, SaidBefore
 from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
@@ -127,6 +127,32 @@ class Retrieved:
     """The item's rank among the full-text matches (1 = best), if words found it."""
     meaning: float | None = None
     """The cosine similarity of the message's and the item's vectors, if meaning found it."""
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A stored message found by its words (the conversation as memory), with its rank among
+    the message matches (1 = best) and the reason it was chosen."""
+
+    message: SaidBefore
+    rank: int
+    reason: str
+
+
+def heard_view(heard: Heard) -> dict[str, Any]:
+    """A found message as ``memory search --json`` and ``GET /api/memory`` show it."""
+    m = heard.message
+    return {
+        "kind": "message",
+        "message_id": m.message_id,
+        "conversation_id": m.conversation_id,
+        "turn_id": m.turn_id,
+        "role": m.role,
+        "text": m.text,
+        "said_at": m.at,
+        "rank": heard.rank,
+        "reason": heard.reason,
+    }
 
 
 @dataclass(frozen=True)
@@ -233,6 +259,44 @@ class Retriever:
             )
         return out
 
+    def heard(
+        self,
+        user: str,
+        message: str,
+        limit: int,
+        *,
+        skip: Sequence[int] = (),
+        items: Sequence[Retrieved] = (),
+    ) -> list[Heard]:
+        """Blocking: the user's stored messages best matching ``message``'s words, at most
+        ``limit``. Left out, as the items stand for them: the message one of ``items`` was
+        made from; Nova's reply to it when the item was found by words or meaning (her reply
+        usually repeats it; an item given for being recent and important alone does not
+        answer for what she said); a message saying word for word what an item says; and
+        ``skip`` (message ids)."""
+        if limit <= 0:
+            return []
+        terms = query_terms(message)
+        made_from = {r.item.source_message_id for r in items}
+        answered = {
+            r.item.source_turn_id for r in items if r.words is not None or r.meaning is not None
+        }
+        texts = {same_text(r.item.text) for r in items}
+        out: list[Heard] = []
+        found = self.store.said(user, terms, limit + len(made_from) + len(answered), skip=skip)
+        for rank, said in enumerate(found, 1):
+            if (
+                said.message_id in made_from
+                or (said.role == "assistant" and said.turn_id in answered)
+                or same_text(said.text) in texts
+            ):
+                continue
+            texts.add(same_text(said.text))
+            out.append(Heard(said, rank, _heard_reason(said, rank, terms)))
+            if len(out) == limit:
+                break
+        return out
+
     def _recency(self, c: Candidate, at: datetime) -> float:
         age_days = max(0.0, (at - datetime.fromisoformat(c.valid_from)).total_seconds() / 86400)
         half_life = self.half_life_days if c.kind == "short_term" else self.fact_half_life_days
@@ -279,6 +343,36 @@ def _reason(item: MemoryItem, found: Found, recency: float, at: datetime) -> str
     return f"{label.get(item.kind, item.kind)}: " + "; ".join(parts)
 
 
+HEARD_CHARS = 500
+"""How much of a found message a turn is given: the part around its first matching word."""
+
+
+def excerpt(text: str, terms: Sequence[str], chars: int = HEARD_CHARS) -> str:
+    """``text``, or the ``chars`` of it around the first of ``terms`` it holds (``…`` where
+    it was cut)."""
+    if len(text) <= chars:
+        return text
+    lower = text.lower()
+    at = min((i for i in (lower.find(t) for t in terms) if i >= 0), default=0)
+    start = max(0, min(at - chars // 4, len(text) - chars))
+    part = text[start : start + chars].strip()
+    return ("…" if start > 0 else "") + part + ("…" if start + chars < len(text) else "")
+
+
+def said_on(at: str) -> str:
+    """A stored time as a day people read: ``8 May 2026``."""
+    day = datetime.fromisoformat(at)
+    return f"{day.day} {day:%B %Y}"
+
+
+def _heard_reason(said: SaidBefore, rank: int, terms: list[str]) -> str:
+    text = said.text.lower()
+    words = [t for t in terms if t in text]
+    shown = ", ".join(f"'{w}'" for w in words[:4]) or "a word stem"
+    who = "you" if said.role == "user" else "Nova"
+    return f"conversation: {who} said on {said_on(said.at)}; words: {shown} (rank {rank})"
+
+
 def _age(days: float) -> str:
     if days < 1 / 24:
         return "under an hour"
@@ -312,6 +406,23 @@ class Recall:
     embedder: str | None
     """The embedder whose vectors were searched; ``None``: full text only."""
     notices: list[str] = field(default_factory=list)
+    heard: list[Heard] = field(default_factory=list)
+    """Stored messages found by their words (``messages`` asked for), best first."""
+
+
+SEARCH_MESSAGES = 10
+"""Stored messages that ``memory search`` and ``GET /api/memory?query=`` list at most."""
+
+
+@dataclass(frozen=True)
+class Heed:
+    """Which stored messages :func:`recall` looks through besides the memory items."""
+
+    limit: int = 0
+    """How many to return at most (0: none)."""
+    conversation: int | None = None
+    skip_newest: int = 0
+    """Messages of ``conversation`` left out, newest first: the turn's history has them."""
 
 
 async def recall(
@@ -327,13 +438,15 @@ async def recall(
     priority: int | None = None,
     what: str = "retrieval",
     given: Vectors | None = None,
+    messages: Heed | None = None,
 ) -> Recall:
     """Retrieve for ``message`` by words and by meaning (the embedder of
     :func:`~novaberg.memory.embedding.choose`), never failing for the embedder's sake: without
     one, it retrieves by words and says why in ``notices`` (for the trace). ``queue`` and
     ``trace``: the model queue and the trace a backend embedder (``memory.embed_model``) is
     called through. ``given``: the message's vector from :func:`start_message_vector`, used
-    when it is the chosen embedder's."""
+    when it is the chosen embedder's. ``messages``: the stored messages to look through by
+    their words too (:class:`Heed`; none by default), returned as :attr:`Recall.heard`."""
     from novaberg.queue import FOREGROUND
 
     memory = settings.memory
@@ -367,7 +480,7 @@ async def recall(
         if given is not None and given.embedder != choice.name:
             given = None
         here: Recall = await db.run(
-            _recall_here, db, retriever, choice, user, message, what, notices, given
+            _recall_here, db, retriever, choice, user, message, what, notices, given, messages
         )
         return here
 
@@ -392,7 +505,7 @@ async def recall(
             log.warning("%s: no meaning search this time (%s); full text only", what, exc)
             notices.append(f"{what}: by words only, the embedder failed: {exc}")
     found: Recall = await db.run(
-        _search, db, retriever, choice, vector, user, message, what, notices
+        _search, db, retriever, choice, vector, user, message, what, notices, None, messages
     )
     return found
 
@@ -424,6 +537,7 @@ def _recall_here(
     what: str,
     notices: list[str],
     given: Vectors | None = None,
+    messages: Heed | None = None,
 ) -> Recall:
     """Blocking, in a database worker: :func:`recall` with an in-process embedder. Without
     ``given``, the message is embedded in another thread while this one runs the full-text
@@ -446,7 +560,7 @@ def _recall_here(
     except EmbedderError as exc:
         log.warning("%s: no meaning search this time (%s); full text only", what, exc)
         notices = [*notices, f"{what}: by words only, the embedder failed: {exc}"]
-    return _search(db, retriever, choice, vector, user, message, what, notices, words)
+    return _search(db, retriever, choice, vector, user, message, what, notices, words, messages)
 
 
 _threads: ThreadPoolExecutor | None = None
@@ -472,20 +586,37 @@ def _search(
     what: str,
     notices: list[str],
     words: list[Candidate] | None = None,
+    messages: Heed | None = None,
 ) -> Recall:
-    """Blocking: retrieve by words, and by meaning when there is a vector. ``words``: the
-    full-text candidates, when the caller searched already."""
+    """Blocking: retrieve by words, and by meaning when there is a vector, then the stored
+    messages (``messages``) by their words. ``words``: the full-text candidates, when the
+    caller searched already."""
     if vector is None or choice.name is None:
-        return Recall(retriever.retrieve(user, message, words=words), None, notices)
+        found = Recall(retriever.retrieve(user, message, words=words), None, notices)
+        return _heed(retriever, found, user, message, messages)
     index = vector_index(db)
     said = [f"{what}: {index.notice}"] if index.notice else []
     meaning = Meaning(choice.name, vector, index, choice.min_similarity)
     try:
-        found = retriever.retrieve(user, message, meaning=meaning, words=words)
-        return Recall(found, choice.name, [*notices, *said])
+        items = retriever.retrieve(user, message, meaning=meaning, words=words)
+        found = Recall(items, choice.name, [*notices, *said])
     except VectorDimensionError as exc:  # the message names novaberg memory reindex
         by_words = retriever.retrieve(user, message, words=words)
-        return Recall(by_words, None, [*notices, *said, f"{what}: by words only: {exc}"])
+        found = Recall(by_words, None, [*notices, *said, f"{what}: by words only: {exc}"])
+    return _heed(retriever, found, user, message, messages)
+
+
+def _heed(
+    retriever: Retriever, found: Recall, user: str, message: str, messages: Heed | None
+) -> Recall:
+    """Blocking: ``found`` with the stored messages ``messages`` asks for."""
+    if messages is None or messages.limit <= 0:
+        return found
+    skip: list[int] = []
+    if messages.conversation is not None and messages.skip_newest > 0:
+        skip = retriever.store.newest_messages(messages.conversation, messages.skip_newest)
+    heard = retriever.heard(user, message, messages.limit, skip=skip, items=found.items)
+    return replace(found, heard=heard)
 
 
 CATCH_UP = 16

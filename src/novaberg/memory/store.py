@@ -95,6 +95,21 @@ class Candidate(NamedTuple):
 
 
 @dataclass(frozen=True)
+class SaidBefore:
+    """A stored message found by its words: the conversation as memory."""
+
+    message_id: int
+    conversation_id: int
+    turn_id: int
+    role: str
+    """``user`` or ``assistant`` (Nova)."""
+    text: str
+    at: str
+    """When it was said (``created_at``)."""
+    rel: float
+
+
+@dataclass(frozen=True)
 class Added:
     id: int
     created: bool
@@ -354,6 +369,95 @@ class MemoryStore:
         )
         return next((int(r["id"]) for r in rows if same_text(str(r["text"])) == wanted), None)
 
+    def said(
+        self,
+        user: str,
+        terms: Sequence[str],
+        limit: int = 5,
+        window: int = 1000,
+        *,
+        skip: Sequence[int] = (),
+    ) -> list[SaidBefore]:
+        """The user's stored messages (theirs and Nova's) matching any term (prefix match),
+        the ``limit`` best-ranked among the ``window`` newest matches, best first; ``skip``:
+        message ids left out (those the turn's history holds already). Only messages of
+        finished turns are stored, so an aborted turn or a front-end's task is never found;
+        a regenerated reply is deleted with its index entry; a turn whose words were
+        forgotten, or whose reply is being regenerated right now, is left out. Relevance as
+        for :meth:`fulltext` (BM25; ``ts_rank_cd`` on PostgreSQL)."""
+        if not terms:
+            return []
+        live = (
+            "t.status = 'done' AND t.forgotten_at IS NULL AND NOT EXISTS (SELECT 1 FROM turns "
+            "r WHERE r.origin = 'regenerate' AND r.status = 'running' AND (r.parent_turn_id = "
+            "t.id OR (t.origin = 'regenerate' AND r.parent_turn_id = t.parent_turn_id)))"
+        )
+        if skip:
+            live += f" AND m.id NOT IN ({', '.join('?' for _ in skip)})"
+        cols = "m.id, m.conversation_id, m.turn_id, m.role, m.content, m.created_at, f.rel"
+        if self.db.dialect == "sqlite":
+            words = " OR ".join(f'"{t}"*' for t in terms)
+            # as fulltext's: the matches newest first, each looked up with its owner
+            rows = self.db.query(
+                f"SELECT {cols} FROM (SELECT f.id, f.rel FROM (SELECT m.id, "
+                "-bm25(messages_fts) AS rel FROM messages_fts CROSS JOIN messages m "
+                "ON m.id = messages_fts.rowid CROSS JOIN conversations c "
+                "ON c.id = m.conversation_id CROSS JOIN turns t ON t.id = m.turn_id "
+                f"WHERE messages_fts MATCH ? AND c.user_id = ? AND {live} "
+                "ORDER BY messages_fts.rowid DESC LIMIT ?) f ORDER BY f.rel DESC LIMIT ?) f "
+                "CROSS JOIN messages m ON m.id = f.id",
+                (f"content : ({words})", user, *skip, window, limit),
+            )
+        else:
+            query = " | ".join(f"{t}:*" for t in terms)
+            rows = self.db.query(
+                f"SELECT {cols} FROM (SELECT id, rel FROM (SELECT m.id, "
+                "ts_rank_cd(m.tsv, q, 1) AS rel FROM messages m JOIN conversations c "
+                "ON c.id = m.conversation_id JOIN turns t ON t.id = m.turn_id, "
+                f"to_tsquery('simple', ?) q WHERE c.user_id = ? AND m.tsv @@ q AND {live} "
+                "ORDER BY m.id DESC LIMIT ?) w ORDER BY rel DESC LIMIT ?) f "
+                "JOIN messages m ON m.id = f.id",
+                (query, user, *skip, window, limit),
+            )
+        found = [
+            SaidBefore(
+                int(r["id"]), int(r["conversation_id"]), int(r["turn_id"]), str(r["role"]),
+                str(r["content"]), str(r["created_at"]), float(r["rel"]),
+            )
+            for r in rows
+        ]  # fmt: skip
+        return sorted(found, key=lambda s: (-s.rel, -s.message_id))
+
+    def messages_by_ids(self, user: str, ids: Iterable[int]) -> dict[int, SaidBefore]:
+        """The user's stored messages of these ids whose words are still there (a forgotten
+        turn's are not)."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        rows = self.db.query(
+            "SELECT m.id, m.conversation_id, m.turn_id, m.role, m.content, m.created_at "
+            "FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+            f"JOIN turns t ON t.id = m.turn_id WHERE m.id IN ({marks}) AND c.user_id = ? "
+            "AND t.forgotten_at IS NULL",
+            (*wanted, user),
+        )
+        return {
+            int(r["id"]): SaidBefore(
+                int(r["id"]), int(r["conversation_id"]), int(r["turn_id"]), str(r["role"]),
+                str(r["content"]), str(r["created_at"]), 0.0,
+            )
+            for r in rows
+        }  # fmt: skip
+
+    def newest_messages(self, conversation_id: int, limit: int) -> list[int]:
+        """The ids of a conversation's ``limit`` newest messages."""
+        rows = self.db.query(
+            "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
+            (conversation_id, limit),
+        )
+        return [int(r["id"]) for r in rows]
+
     def recent(self, user: str, limit: int) -> list[Candidate]:
         """The newest retrievable items (current, not covered by a fact)."""
         rows = self.db.query(
@@ -533,6 +637,7 @@ class MemoryStore:
         if self.db.dialect == "sqlite":
             with self.db.transaction() as c:
                 c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+                c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             row = self.db.one("PRAGMA wal_checkpoint(TRUNCATE)")
             if row is not None and int(row["busy"]):
                 log.warning(
@@ -581,9 +686,11 @@ FORGET_MAP: tuple[Place, ...] = (
           "every statement resting on an item of the family, in every stored version"),
     Place("messages", ("content",), "turn_id IN {erased_turns}", "erase",
           "the user's message and Nova's reply of the source turns, and the follow-up "
-          "message of their second passes"),
+          "message of their second passes; their full-text entries go with them (SQLite: "
+          "the FTS5 triggers, then 'optimize'; PostgreSQL: the generated tsvector column)"),
     Place("messages", ("content",), "turn_id IN {later_turns} AND role = 'assistant'", "erase",
-          "Nova's later replies that were given an item of the family (they may repeat it)"),
+          "Nova's later replies that were given an item of the family or a message of the "
+          "source turns (they may repeat it)"),
     Place("turns", ("user_text", "error", "trace_json"), "id IN {erased_turns}", "erase",
           "the source turns and their self-triggered second passes: the message, the error, "
           "the trace (draft, salience summary, retrieval reasons quoting matched words)"),
@@ -627,8 +734,20 @@ def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> di
         frontier = children - erased
         erased |= frontier
     later: set[int] = set()
-    if family:
-        patterns = [f'%"id": {i}%' for i in sorted(family)]  # a cheap filter; checked below
+    said: set[int] = set()  # the messages of the source turns, which a retrieval may quote
+    if erased:
+        marks = ", ".join("?" for _ in erased)
+        said = {
+            int(r["id"])
+            for r in c.execute(
+                f"SELECT id FROM messages WHERE turn_id IN ({marks})", sorted(erased)
+            ).rows
+        }
+    if family or said:
+        patterns = [  # a cheap filter; checked below
+            *(f'%"id": {i}%' for i in sorted(family)),
+            *(f'%"message_id": {i}%' for i in sorted(said)),
+        ]
         likes = " OR ".join("t.trace_json LIKE ?" for _ in patterns)
         for r in c.execute(
             "SELECT t.id, t.trace_json FROM turns t JOIN conversations v "
@@ -638,7 +757,10 @@ def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> di
             trace = json.loads(r["trace_json"] or "{}")
             thinker = trace.get("thinker") or {}
             given = [*(trace.get("retrieval") or []), *(thinker.get("recalled") or [])]
-            if any(isinstance(g, dict) and g.get("id") in family for g in given):
+            if any(
+                isinstance(g, dict) and (g.get("id") in family or g.get("message_id") in said)
+                for g in given
+            ):
                 later.add(int(r["id"]))
     later -= erased
     every = erased | later

@@ -8,11 +8,15 @@ responder should know.
   message's vector computed from the turn's start, beside the router's call; then
   recency + importance + relevance, in a token budget), each with the reason it was chosen;
   when the embedder is missing or fails, by words only, with a notice in the trace;
+- earlier messages of any conversation, the user's and Nova's, found by their words
+  (``memory.messages`` of them, 3; not those the history holds, nor one a memory item was
+  made from), each dated: "(the user said this on 2026-05-08) …";
 - the latest user profile (core + adaptive);
 - timeline events from yesterday to two weeks ahead.
 
 The reasons go into the turn's trace as ``retrieval`` (ids and reasons only: the trace of a
-later turn must not keep a copy of a memory's text that the user may forget).
+later turn must not keep a copy of a memory's text that the user may forget; a message as
+``message_id``, by which forget finds the turns that were given it).
 
 Every read runs in the database's worker threads (``ctx.db.run``), off the loop.
 """
@@ -25,11 +29,12 @@ from typing import Any
 
 from novaberg.errors import EmbedderError
 from novaberg.graph.state import TurnState
-from novaberg.memory.retrieval import recall
+from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.nodes.context import TurnContext
 from novaberg.queue import FOREGROUND
 from novaberg.storage.db import Message
+from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
 TIMELINE_BACK = timedelta(days=1)
@@ -55,6 +60,11 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         priority=FOREGROUND,
         what="enricher",
         given=given,
+        messages=Heed(
+            ctx.settings.memory.messages,
+            conversation=state.get("conversation_id"),
+            skip_newest=2 * max(0, ctx.settings.history_turns),
+        ),
     )
     ctx.trace.notices.extend(found.notices)
     chosen = found.items
@@ -75,21 +85,51 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         return history, events, profile
 
     history, events, profile = await ctx.db.run(load)
+    in_history = {same_text(m.content) for m in history}
+    heard = [h for h in found.heard if same_text(h.message.text) not in in_history]
+    terms = query_terms(state["user_text"])
+    p = ctx.prompts
+    said: list[dict[str, Any]] = [
+        {
+            "message_id": h.message.message_id,
+            "text": (p.said_user if h.message.role == "user" else p.said_nova).format(
+                day=h.message.at[:10]
+            )
+            + " "
+            + excerpt(h.message.text, terms),
+            "reason": h.reason,
+            "kind": "message",
+        }
+        for h in heard
+    ]
     return {
         "context": {
             "history": [{"role": m.role, "content": m.content} for m in history],
             "memories": [
-                {"id": r.item.id, "text": r.item.text, "reason": r.reason, "kind": r.item.kind}
-                for r in chosen
+                *(
+                    {"id": r.item.id, "text": r.item.text, "reason": r.reason, "kind": r.item.kind}
+                    for r in chosen
+                ),
+                *said,  # after the items: the budget cuts from the end
             ],
             "retrieval": [
-                {
-                    "id": r.item.id,
-                    "score": round(r.score, 3),
-                    "tokens": r.tokens,
-                    "reason": r.reason,
-                }
-                for r in chosen
+                *(
+                    {
+                        "id": r.item.id,
+                        "score": round(r.score, 3),
+                        "tokens": r.tokens,
+                        "reason": r.reason,
+                    }
+                    for r in chosen
+                ),
+                *(
+                    {
+                        "message_id": m["message_id"],
+                        "tokens": estimate_tokens(len(m["text"])),
+                        "reason": m["reason"],
+                    }
+                    for m in said
+                ),
             ],
             "profile": profile or None,
             "timeline": [{"date": e.happens_on, "text": e.text} for e in events],

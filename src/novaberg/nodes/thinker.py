@@ -140,7 +140,10 @@ class _Loop:
             "tools": self.tools_used,
             # the memory items memory_search showed the thinker, as retrieval records them:
             # forget erases a turn that drew on a forgotten item
-            "recalled": [{"id": i} for i in dict.fromkeys(self.env.recalled)],
+            "recalled": [
+                *({"id": i} for i in dict.fromkeys(self.env.recalled)),
+                *({"message_id": i} for i in dict.fromkeys(self.env.recalled_messages)),
+            ],
         }
 
 

@@ -36,8 +36,23 @@ MAX_ID = 2**63 - 1
 def _memories(store: MemoryStore, user: str, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ids = [int(g["id"]) for g in given if isinstance(g.get("id"), int)]
     items = store.by_ids(user, ids)
+    said = store.messages_by_ids(
+        user, [int(g["message_id"]) for g in given if isinstance(g.get("message_id"), int)]
+    )
     out = []
     for g in given:
+        if "message_id" in g:  # a stored message the enricher found by its words
+            message = said.get(int(g.get("message_id") or 0))
+            out.append(
+                {
+                    "message_id": g.get("message_id"),
+                    "reason": g.get("reason"),
+                    "text": message.text if message else None,
+                    "kind": "message",
+                    "current": message is not None,
+                }
+            )
+            continue
         item = items.get(int(g.get("id") or 0))
         out.append(
             {

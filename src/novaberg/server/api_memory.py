@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
-from novaberg.memory.retrieval import recall
+from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
@@ -54,18 +54,20 @@ async def list_or_search(
 ) -> dict[str, Any]:
     """Without ``query``: every memory (superseded facts included), newest first, a page at a
     time (``more`` says whether there is a next page). With ``query``: what Nova would recall
-    for it, best first, each with ``score`` and ``reason``."""
+    for it, best first, each with ``score`` and ``reason``, and in ``messages`` the stored
+    messages (the user's and Nova's) its words find, each with ``reason``."""
     store = _store(request)
     if query is not None:
         engine = engine_of(request)
-        found = (
-            await recall(
-                store.db, engine.settings, user, query, queue=engine.queue, trace=Trace(),
-                max_items=50, budget_tokens=100_000, what="memory search",
-            )
-        ).items  # fmt: skip
-        items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
-        return {"items": items}
+        found = await recall(
+            store.db, engine.settings, user, query, queue=engine.queue, trace=Trace(),
+            max_items=50, budget_tokens=100_000, what="memory search",
+            messages=Heed(SEARCH_MESSAGES),
+        )  # fmt: skip
+        items = [
+            {**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found.items
+        ]
+        return {"items": items, "messages": [heard_view(h) for h in found.heard]}
     page = await store.db.run(store.items, user, kind=kind, limit=limit + 1, offset=offset)
     return {"items": [m.view() for m in page[:limit]], "more": len(page) > limit}
 

@@ -36,6 +36,8 @@ class ToolEnv:
     settings: Any
     recalled: list[int] = field(default_factory=list)
     """Ids of the memory items a tool showed the model (forget finds the turn by them)."""
+    recalled_messages: list[int] = field(default_factory=list)
+    """Ids of the stored messages a tool showed the model (as ``recalled``)."""
     queue: Any = None
     """The model queue (a backend embedder, ``memory.embed_model``, is called through it)."""
     trace: Any = None

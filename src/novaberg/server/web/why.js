@@ -175,7 +175,7 @@ function memories(title, items) {
       items.map((m) =>
         h(
           "li",
-          { "data-memory": m.id },
+          m.message_id ? { "data-message": m.message_id } : { "data-memory": m.id },
           h("span", { class: "memory-text" }, m.text ?? t("forgotten_item")),
           h("small", { class: "reason" }, ` ${m.reason || ""}${m.score !== undefined && m.score !== null ? ` (${m.score})` : ""}`),
         ),
