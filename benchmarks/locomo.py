@@ -23,7 +23,12 @@ Retrievers, on the same items and questions in the same run:
 - ``fulltext``: textbook Okapi BM25 (k1 1.5, b 0.75, rank_bm25's defaults) over the user's turns,
   words as :func:`query_terms` finds them (no prefixes, no stemming);
 - ``vectors``: the embedder's nearest neighbours by cosine (``VectorIndex.nearest``);
-- ``rrf``: reciprocal-rank fusion of the two, ``1 / (60 + rank)`` over their first 100 each.
+- ``rrf``: reciprocal-rank fusion of the two, ``1 / (60 + rank)`` over their first 100 each;
+- ``history``: the second way in. The same conversation as Nova's conversation history of
+  another user (each session a conversation, each pair of turns a finished turn: the first
+  speaker's as the user's message, the second's as Nova's, dated by the session; no memory
+  items), searched by :func:`recall`'s message signal (``Recall.heard``, words only), as
+  ``memory search`` does for a conversation that salience did not keep.
 
 Scored per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) and over 1–4;
 category 5 (adversarial: the answer is not in the conversation) is reported apart. ``recall@k``:
@@ -58,14 +63,14 @@ from benchmarks.meaning import item_vectors
 from novaberg.config import Settings
 from novaberg.embedders import get_embedder
 from novaberg.memory.embedding import Vectors
-from novaberg.memory.retrieval import query_terms, recall, vector_index
+from novaberg.memory.retrieval import Heed, query_terms, recall, vector_index
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-RETRIEVERS = ("nova", "fulltext", "vectors", "rrf")
+RETRIEVERS = ("nova", "fulltext", "vectors", "rrf", "history")
 _DIA = re.compile(r"D(\d+):(\d+)")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -231,6 +236,43 @@ def store(
     return by_id
 
 
+def history_user_of(conversation: Conversation) -> str:
+    return f"locomo-history-{conversation.name}"
+
+
+def store_history(db: Database, conversation: Conversation) -> dict[int, Turn]:
+    """The second way in: the conversation as Nova's conversation history of a user of its own
+    (no memory items): each session one conversation, each pair of turns one finished turn
+    (the first speaker's as the user's message, the second's as Nova's), dated by its
+    session. Returns the messages' turns by message id."""
+    user, by_id = history_user_of(conversation), {}
+    sessions: dict[int, list[Turn]] = {}
+    for turn in conversation.turns:
+        sessions.setdefault(turn.session, []).append(turn)
+    with db.transaction() as c:
+        for turns in sessions.values():
+            date = turns[0].date
+            chat = c.execute(
+                "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+                (user, date),
+            ).rows[0]["id"]
+            for n in range(0, len(turns), 2):
+                pair = turns[n : n + 2]
+                said = c.execute(
+                    "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
+                    "finished_at) VALUES (?, 'user', ?, 'done', ?, ?) RETURNING id",
+                    (chat, pair[0].text, date, date),
+                ).rows[0]["id"]
+                for role, turn in zip(("user", "assistant"), pair, strict=False):
+                    message = c.execute(
+                        "INSERT INTO messages (conversation_id, turn_id, role, content, "
+                        "created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                        (chat, said, role, turn.text, date),
+                    ).rows[0]["id"]
+                    by_id[int(message)] = turn
+    return by_id
+
+
 @dataclass
 class Ranked:
     """One retriever's answer to one question."""
@@ -285,12 +327,13 @@ async def ask_all(
     qvecs: dict[str, np.ndarray],
     embedder: str,
     bm25: dict[str, BM25],
+    by_message: dict[int, Turn],
 ) -> list[Ranked]:
     index = vector_index(db)
     rows: list[Ranked] = []
 
     def ranked(name: str, q: Question, ids: list[int], ms: float) -> None:
-        turns = [by_id[i] for i in ids]
+        turns = [(by_message if name == "history" else by_id)[i] for i in ids]
         rows.append(Ranked(name, q, [t.dia_id for t in turns], [t.session for t in turns], ms))
 
     for conv in conversations:
@@ -314,6 +357,11 @@ async def ask_all(
             t0 = time.perf_counter()
             fused = rrf([words, near])
             ranked("rrf", q, fused, words_ms + near_ms + _ms(t0))  # both searches and the fusion
+            t0 = time.perf_counter()
+            heard = await recall(
+                db, settings, history_user_of(conv), q.text, given=given, messages=Heed(10)
+            )
+            ranked("history", q, [h.message.message_id for h in heard.heard], _ms(t0))
     return rows
 
 
@@ -329,6 +377,7 @@ def run_group(
     model = get_embedder(embedder)
     with fresh_database() as db:
         by_id: dict[int, Turn] = {}
+        by_message: dict[int, Turn] = {}
         bm25: dict[str, BM25] = {}
         qvecs: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
@@ -337,6 +386,7 @@ def run_group(
             mine = store(db, conv, embedder, vecs)
             by_id.update(mine)
             bm25[user_of(conv)] = BM25(list(mine), [t.text for t in mine.values()])
+            by_message.update(store_history(db, conv))
         store_s = time.perf_counter() - t0
         singles = []
         for conv in conversations:
@@ -346,7 +396,9 @@ def run_group(
                 t0 = time.perf_counter()
                 model.embed([text], query=True)
                 singles.append(_ms(t0))
-        rows = asyncio.run(ask_all(db, settings, conversations, by_id, qvecs, embedder, bm25))
+        rows = asyncio.run(
+            ask_all(db, settings, conversations, by_id, qvecs, embedder, bm25, by_message)
+        )
     return rows, {
         "store_s": round(store_s, 1),
         "query_vector_p50_ms": round(statistics.median(singles), 2),

@@ -80,8 +80,10 @@ def _conversation() -> dict[str, object]:
 def test_nova_and_the_textbook_retrievers_are_scored_on_a_conversation(tmp_path: Path) -> None:
     (tmp_path / "1.json").write_text(json.dumps(_conversation()), encoding="utf-8")
     result = run(tmp_path, ["1"], questions=4)
-    assert set(result["results"]) == {"nova", "fulltext", "vectors", "rrf"}
+    assert set(result["results"]) == {"nova", "fulltext", "vectors", "rrf", "history"}
     nova = result["results"]["nova"]["1-4"]
     assert nova["questions"] == 4
     assert nova["hit@5"] == 1.0  # each question shares a rare word with its one turn
     assert result["results"]["fulltext"]["1-4"]["hit@5"] == 1.0
+    # the second way in: the same turns as conversation history, found as stored messages
+    assert result["results"]["history"]["1-4"]["hit@5"] == 1.0
