@@ -51,10 +51,12 @@ def reindex(
     batch: int = BATCH,
     started: Callable[[int], None] = lambda total: None,
     advanced: Callable[[int], None] = lambda n: None,
+    keep: Callable[[str], bool] | None = None,
 ) -> Reindexed:
     """Blocking (a command, or a database worker): give every item without a vector of
     ``embedder`` one, ``batch`` texts per call of ``embed``; ``started(total)`` once the work
-    is known, ``advanced(n)`` after each batch is stored."""
+    is known, ``advanced(n)`` after each batch is stored. ``keep``: which texts are this
+    embedder's (``memory.embedder = auto``: those of its language), the others skipped."""
     done = Reindexed(embedder, index.recorded().get(embedder))
     todo = index.missing(embedder, user, limit=10**9)
     if done.dim is not None and (todo or rebuild):
@@ -74,6 +76,8 @@ def reindex(
         ids = todo[start : start + batch]
         marks = ", ".join("?" for _ in ids)
         rows = db.query(f"SELECT id, user_id, text FROM memories WHERE id IN ({marks})", ids)
+        if keep is not None:
+            rows = [r for r in rows if keep(str(r["text"]))]
         if rows:
             vectors = embed([str(r["text"]) for r in rows])
             if len(vectors) != len(rows):
@@ -132,40 +136,95 @@ def embed_function(settings: Any, name: str | None) -> tuple[str, Embed, list[st
 
 def command(user: str | None, embedder: str | None, rebuild: bool, as_json: bool) -> None:
     """``novaberg memory reindex``: a progress bar on stderr, the summary on stdout."""
-    import typer
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    from novaberg.cli.common import err_console, guarded, load
-    from novaberg.cli.safe import dumps, echo
+    from novaberg.cli.common import guarded, load
+    from novaberg.memory.embedding import per_text
 
     settings = guarded(lambda: load(user).settings)
     db = guarded(lambda: Database(settings.database, settings.timeouts.database_s))
     try:
         index = guarded(lambda: VectorIndex(db))
-        name, embed, notices = guarded(lambda: embed_function(settings, embedder))
-        with Progress(
-            "{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=as_json,
-        ) as progress:
-            task = progress.add_task(f"vectors ({name})", total=None)
-            done = guarded(
-                lambda: reindex(
-                    db,
-                    index,
-                    name,
-                    embed,
-                    user=user,
-                    rebuild=rebuild,
-                    started=lambda total: progress.update(task, total=total),
-                    advanced=lambda n: progress.advance(task, n),
-                )
-            )
+        if embedder is None and per_text(settings):
+            done = _each_language(db, index, settings, user, rebuild)
+            name = done.embedder
+            notices: list[str] = []
+        else:
+            name, embed, notices = guarded(lambda: embed_function(settings, embedder))
+            done = _with_progress(db, index, name, embed, user, rebuild, as_json)
     finally:
         db.close()
+    _report(done, notices, index, name, as_json)
+
+
+def _each_language(
+    db: Database, index: VectorIndex, settings: Any, user: str | None, rebuild: bool
+) -> Reindexed:
+    """``memory.embedder = auto``: each item's vector from its own language's embedder."""
+    from novaberg.cli.common import guarded
+    from novaberg.memory.embedding import AUTO, choose
+
+    total = Reindexed("+".join(dict.fromkeys(AUTO.values())), None)
+    for name in dict.fromkeys(AUTO.values()):
+        chosen, embed, notices = guarded(lambda n=name: embed_function(settings, n))  # type: ignore[misc]
+
+        def mine(text: str, chosen: str = chosen) -> bool:
+            return choose(settings, text).name == chosen
+
+        done = guarded(
+            lambda c=chosen, e=embed, k=mine: reindex(  # type: ignore[misc]
+                db, index, c, e, user=user, rebuild=rebuild, keep=k
+            )
+        )
+        total.computed += done.computed
+        total.dropped += done.dropped
+        total.dim = total.dim or done.dim
+        total.notices += [*notices, *done.notices]
+    return total
+
+
+def _with_progress(
+    db: Database,
+    index: VectorIndex,
+    name: str,
+    embed: Embed,
+    user: str | None,
+    rebuild: bool,
+    as_json: bool,
+) -> Reindexed:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from novaberg.cli.common import err_console, guarded
+
+    with Progress(
+        "{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=as_json,
+    ) as progress:
+        task = progress.add_task(f"vectors ({name})", total=None)
+        done: Reindexed = guarded(
+            lambda: reindex(
+                db,
+                index,
+                name,
+                embed,
+                user=user,
+                rebuild=rebuild,
+                started=lambda total: progress.update(task, total=total),
+                advanced=lambda n: progress.advance(task, n),
+            )
+        )
+    return done
+
+
+def _report(
+    done: Reindexed, notices: list[str], index: VectorIndex, name: str, as_json: bool
+) -> None:
+    import typer
+
+    from novaberg.cli.safe import dumps, echo
+
     done.notices[:0] = notices
     if index.notice:
         done.notices.append(index.notice)

@@ -456,7 +456,7 @@ class Engine:
         choice = choose_embedder(self.settings)
         if choice.name is None or choice.backend:
             return  # a backend embedder's calls go through the queue at retrieval
-        task = asyncio.create_task(catch_up(self.db, user, choice, what="memory write"))
+        task = asyncio.create_task(catch_up(self.db, user, self.settings, what="memory write"))
         self._embedding.add(task)
         task.add_done_callback(self._embedding.discard)
         task.add_done_callback(_report_embedding_failure)

@@ -3,10 +3,13 @@
 - ``memory.embed_model`` set: the primary backend's embeddings (Ollama ``/api/embed``, an
   OpenAI-compatible ``/embeddings``), through the model queue, recorded under that model's name;
 - otherwise ``memory.embedder``: an in-process embedder (:mod:`novaberg.embedders`), no server
-  and no download. ``auto`` picks by ``language``: ``minilm-l6-v2`` for English (20 of 20
-  English meaning questions found in the meaning suite, 3 of 10 German) and ``e5-small-q4``
-  for German (multilingual: 9 of 10 German, 15 of 20 English). When the MiniLM weights are
-  not installed (they need a ``--no-deps`` install, see the README), English uses
+  and no download. ``auto`` picks by each text's language (:mod:`novaberg.memory.language`;
+  the ``language`` setting where a text does not tell): ``minilm-l6-v2`` for English (20 of
+  20 English meaning questions found in the meaning suite, 3 of 10 German) and
+  ``e5-small-q4`` for German (multilingual: 9 of 10 German, 15 of 20 English), so that a
+  user who writes both languages is served in both: an item gets the vector of its
+  language's embedder, a question is searched among the vectors of its own. When the MiniLM
+  weights are not installed (they need a ``--no-deps`` install, see the README), English uses
   ``e5-small-q4`` and says so. ``off``: full text only.
 
 The name of the embedder is recorded beside every vector, and retrieval only compares vectors
@@ -25,6 +28,7 @@ from typing import Any
 
 from novaberg.embedders import Embedded, get_embedder
 from novaberg.errors import BackendError, EmbedderError, error_kind
+from novaberg.memory.language import language_of
 from novaberg.queue import BACKGROUND
 
 AUTO = {"en": "minilm-l6-v2", "de": "e5-small-q4"}
@@ -80,8 +84,16 @@ def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
-def choose(settings: Any) -> Choice:
-    """The embedder ``settings`` ask for (see the module docstring)."""
+def per_text(settings: Any) -> bool:
+    """Whether each text gets the embedder of its own language (``auto`` with no backend
+    model): :func:`choose` with the text, for an item as for a question."""
+    return not settings.memory.embed_model and str(settings.memory.embedder) == "auto"
+
+
+def choose(settings: Any, text: str | None = None) -> Choice:
+    """The embedder ``settings`` ask for (see the module docstring); with ``auto``, the one for
+    ``text``'s language when :func:`~novaberg.memory.language.language_of` tells it, else for
+    the ``language`` setting."""
     memory = settings.memory
     if memory.embed_model:
         return Choice(str(memory.embed_model), backend=True)
@@ -90,7 +102,8 @@ def choose(settings: Any) -> Choice:
         return Choice(None)
     if wanted != "auto":
         return Choice(wanted)
-    name = AUTO.get(str(settings.language), AUTO["en"])
+    language = (language_of(text) if text is not None else None) or str(settings.language)
+    name = AUTO.get(language, AUTO["en"])
     if name == "minilm-l6-v2" and not _installed(MINILM_PACKAGE):
         return Choice(
             "e5-small-q4",

@@ -441,7 +441,7 @@ async def _fact_vector(ctx: JobContext, text: str) -> tuple[Vectors | None, Any,
     """The new fact's vector from the memory embedder (at background priority), the index
     to store it in, and a note for the job's result when there is none (the job still
     stores the fact: ``memory reindex`` or the next retrieval adds the vector)."""
-    choice = choose(ctx.settings)
+    choice = choose(ctx.settings, text)  # with auto: the fact's language's embedder
     if choice.name is None:
         return None, None, ""
     try:

@@ -457,7 +457,7 @@ async def recall(
         half_life_days=memory.half_life_days,
         fact_half_life_days=memory.fact_half_life_days,
     )
-    choice: Choice = choose(settings)
+    choice: Choice = choose(settings, message)  # with auto: the message's language's
     notices = list(choice.notices)
     if not query_terms(message):
         # a greeting, a thank-you, an "ok", emoji: about nothing Nova was told, so no search;
@@ -480,7 +480,17 @@ async def recall(
         if given is not None and given.embedder != choice.name:
             given = None
         here: Recall = await db.run(
-            _recall_here, db, retriever, choice, user, message, what, notices, given, messages
+            _recall_here,
+            db,
+            retriever,
+            choice,
+            user,
+            message,
+            what,
+            notices,
+            given,
+            messages,
+            settings,
         )
         return here
 
@@ -516,7 +526,7 @@ def start_message_vector(settings: Any, message: str, *, what: str) -> asyncio.T
     ready when the enricher asks (after the router's model call) and the turn does not wait
     for it. None when there is nothing to start (another embedder, none, no content words).
     The task raises :class:`~novaberg.errors.EmbedderError` as the embedder does."""
-    choice = choose(settings)
+    choice = choose(settings, message)
     if choice.name is None or choice.backend or not query_terms(message):
         return None
     if unread_script(choice.name, message) is not None:
@@ -538,6 +548,7 @@ def _recall_here(
     notices: list[str],
     given: Vectors | None = None,
     messages: Heed | None = None,
+    settings: Any = None,
 ) -> Recall:
     """Blocking, in a database worker: :func:`recall` with an in-process embedder. Without
     ``given``, the message is embedded in another thread while this one runs the full-text
@@ -556,7 +567,8 @@ def _recall_here(
         vectors = given if pending is None else pending.result()
         assert vectors is not None
         vector = vectors.vectors[0]
-        notices = [*notices, *vectors.notices, *catch_up_now(db, user, choice, what=what)]
+        caught = [] if settings is None else catch_up_now(db, user, settings, what=what)
+        notices = [*notices, *vectors.notices, *caught]
     except EmbedderError as exc:
         log.warning("%s: no meaning search this time (%s); full text only", what, exc)
         notices = [*notices, f"{what}: by words only, the embedder failed: {exc}"]
@@ -623,33 +635,42 @@ CATCH_UP = 16
 """Items without a vector that one retrieval embeds first, newest first."""
 
 
-async def catch_up(db: Any, user: str, choice: Choice, *, what: str) -> list[str]:
+async def catch_up(db: Any, user: str, settings: Any, *, what: str) -> list[str]:
     """:func:`catch_up_now` in a database worker."""
-    result: list[str] = await db.run(catch_up_now, db, user, choice, what=what)
+    result: list[str] = await db.run(catch_up_now, db, user, settings, what=what)
     return result
 
 
-def catch_up_now(db: Any, user: str, choice: Choice, *, what: str) -> list[str]:
-    """Blocking: give the user's newest items that lack a vector of the in-process embedder
-    one (at most :data:`CATCH_UP`): the short-term item of the last turn (memory jobs embed
-    only the facts they write, and may be off), items kept while the embedder was missing. A
-    failure leaves them for next time, with a notice."""
-    assert choice.name is not None
-    todo = MemoryStore(db).unembedded(user, choice.name, CATCH_UP)
-    if not todo:
-        return []
-    try:
-        vectors = embed_local(
-            choice.name, [text for _, text in todo], query=False, what=f"{what}: memory items"
-        )
-    except EmbedderError as exc:
-        return [f"{what}: {len(todo)} item(s) still without a vector ({exc})"]
-    try:
-        index = vector_index(db)
-        with db.transaction() as c:
-            for (memory_id, _), vec in zip(todo, vectors.vectors, strict=True):
-                index.upsert(c, memory_id, user, vectors.embedder, vec)
-    except NovabergError as exc:  # an item forgotten meanwhile; vectors of another length
-        log.warning("%s: item vectors not stored (%s)", what, type(exc).__name__)
-        return [*vectors.notices, f"{what}: {len(todo)} item vector(s) not stored: {exc}"]
-    return vectors.notices
+def catch_up_now(db: Any, user: str, settings: Any, *, what: str) -> list[str]:
+    """Blocking: give the user's newest items that lack a vector of their in-process
+    embedder (:func:`~novaberg.memory.embedding.choose` for each item's text) one (at most
+    :data:`CATCH_UP`): the short-term item of the last turn (memory jobs embed only the
+    facts they write, and may be off), items kept while the embedder was missing. A failure
+    leaves them for next time, with a notice."""
+
+    def wanted(text: str) -> str:
+        return choose(settings, text).name or ""
+
+    todo = MemoryStore(db).unembedded(user, wanted, CATCH_UP)
+    notices: list[str] = []
+    for name, items in todo.items():
+        if not name:
+            continue
+        try:
+            vectors = embed_local(
+                name, [text for _, text in items], query=False, what=f"{what}: memory items"
+            )
+        except EmbedderError as exc:
+            notices.append(f"{what}: {len(items)} item(s) still without a vector ({exc})")
+            continue
+        try:
+            index = vector_index(db)
+            with db.transaction() as c:
+                for (memory_id, _), vec in zip(items, vectors.vectors, strict=True):
+                    index.upsert(c, memory_id, user, vectors.embedder, vec)
+        except NovabergError as exc:  # an item forgotten meanwhile; vectors of another length
+            log.warning("%s: item vectors not stored (%s)", what, type(exc).__name__)
+            notices += [*vectors.notices, f"{what}: {len(items)} item vector(s) not stored: {exc}"]
+            continue
+        notices += vectors.notices
+    return notices

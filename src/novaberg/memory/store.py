@@ -484,20 +484,36 @@ class MemoryStore:
         return [Candidate.from_row(r) for r in rows]
 
     def unembedded(
-        self, user: str, embedder: str, limit: int, newest: int = 200
-    ) -> list[tuple[int, str]]:
+        self, user: str, wanted: Callable[[str], str], limit: int, newest: int = 200
+    ) -> dict[str, list[tuple[int, str]]]:
         """Among the user's ``newest`` retrievable items (current, not covered by a fact),
-        those without a vector of ``embedder`` yet, newest first, as (id, text): a turn's
-        short-term item, an item stored while the embedder was missing. Looking at the newest
-        only keeps this cheap at any size (older ones: ``novaberg memory reindex``)."""
+        those without a vector of the embedder ``wanted(text)`` names for them, newest first,
+        as (id, text) by that embedder's name, ``limit`` in all: a turn's short-term item, an
+        item stored while the embedder was missing. Looking at the newest only keeps this
+        cheap at any size (older ones: ``novaberg memory reindex``)."""
         rows = self.db.query(
-            "SELECT m.id, m.text FROM (SELECT id, text FROM memories WHERE user_id = ? "
-            "AND valid_to IS NULL AND consolidated_into IS NULL ORDER BY id DESC LIMIT ?) m "
-            "WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_id = m.id "
-            "AND v.embedder = ?) ORDER BY m.id DESC LIMIT ?",
-            (user, newest, embedder, limit),
+            "SELECT m.id, m.text, v.embedder FROM (SELECT id, text FROM memories "
+            "WHERE user_id = ? AND valid_to IS NULL AND consolidated_into IS NULL "
+            "ORDER BY id DESC LIMIT ?) m LEFT JOIN memory_vectors v ON v.memory_id = m.id "
+            "ORDER BY m.id DESC",
+            (user, newest),
         )
-        return [(int(r["id"]), str(r["text"])) for r in rows]
+        have: dict[int, set[str]] = {}
+        texts: dict[int, str] = {}
+        for r in rows:
+            texts[int(r["id"])] = str(r["text"])
+            have.setdefault(int(r["id"]), set()).add(str(r["embedder"] or ""))
+        todo: dict[str, list[tuple[int, str]]] = {}
+        count = 0
+        for memory_id in sorted(texts, reverse=True):
+            name = wanted(texts[memory_id])
+            if name in have[memory_id]:
+                continue
+            todo.setdefault(name, []).append((memory_id, texts[memory_id]))
+            count += 1
+            if count == limit:
+                break
+        return todo
 
     def vectors(self, ids: Iterable[int], model: str) -> dict[int, list[float]]:
         wanted = sorted(set(ids))

@@ -375,7 +375,7 @@ def embed_imported(db: Database, settings: Any, user: str, batch: int = 64) -> t
     at once. Returns how many were computed, and a notice when the embedder failed (the
     items keep their words; ``novaberg memory reindex`` or the next retrieval adds them)."""
     from novaberg.errors import NovabergError
-    from novaberg.memory.embedding import choose, embed_now
+    from novaberg.memory.embedding import AUTO, choose, per_text
     from novaberg.memory.retrieval import vector_index
 
     choice = choose(settings)
@@ -383,21 +383,50 @@ def embed_imported(db: Database, settings: Any, user: str, batch: int = 64) -> t
         return 0, ""
     index = vector_index(db)
     store = MemoryStore(db)
-    todo = index.missing(choice.name, user, limit=10**9)
+    names = sorted(set(AUTO.values())) if per_text(settings) else [choice.name]
+    missing = [set(index.missing(name, user, limit=10**9)) for name in names]
+    # each item lacking a vector of the embedder its own text asks for (auto: its language's)
+    todo = sorted(set().union(*missing))
     done = 0
     for start in range(0, len(todo), batch):
         items = store.by_ids(user, todo[start : start + batch])
-        ids = sorted(items)
+        groups: dict[str, list[int]] = {}
+        for i in sorted(items):
+            name = choose(settings, items[i].text).name or ""
+            if name in names and i in missing[names.index(name)]:
+                groups.setdefault(name, []).append(i)
         try:
-            vectors = embed_now(settings, [items[i].text for i in ids], query=False)
-            with db.transaction() as c:
-                for memory_id, vec in zip(ids, vectors.vectors, strict=True):
-                    index.upsert(c, memory_id, user, vectors.embedder, vec)
+            for name, ids in groups.items():
+                _embed_items(db, index, settings, user, name, ids, items)
         except NovabergError as exc:  # EmbedderError, or vectors of another length
             log.warning("import: item vectors not computed (%s)", type(exc).__name__)
             return done, (
                 f"{len(todo) - done} item(s) got no vector for search by meaning ({exc}); "
                 "novaberg memory reindex adds them later"
             )
-        done += len(ids)
+        done += sum(len(ids) for ids in groups.values())
     return done, ""
+
+
+def _embed_items(
+    db: Database,
+    index: Any,
+    settings: Any,
+    user: str,
+    name: str,
+    ids: list[int],
+    items: dict[int, Any],
+) -> None:
+    """Blocking: vectors of the embedder ``name`` for these items, stored."""
+    from novaberg.memory.embedding import embed_local, embed_now
+
+    texts = [items[i].text for i in ids]
+    backend = bool(settings.memory.embed_model)
+    vectors = (
+        embed_now(settings, texts, query=False)
+        if backend
+        else embed_local(name, texts, query=False, what="import")
+    )
+    with db.transaction() as c:
+        for memory_id, vec in zip(ids, vectors.vectors, strict=True):
+            index.upsert(c, memory_id, user, vectors.embedder, vec)
