@@ -322,11 +322,10 @@ class Database:
             found = [str(r["integrity_check"]) for r in self.query("PRAGMA integrity_check")]
             if found != ["ok"]:
                 return "; ".join(found)
-            try:  # the full-text index against its content table
+            try:  # the full-text indexes against their content tables
                 with self.transaction() as c:
-                    c.execute(
-                        "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
-                    )
+                    for fts in ("memories_fts", "messages_fts"):
+                        c.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
             except StorageError as exc:
                 return f"full-text index: {exc}"
             return "ok"
