@@ -12,7 +12,7 @@ import pytest
 
 from novaberg.config import Settings
 from novaberg.memory.embedding import embed_now
-from novaberg.memory.retrieval import Recall, recall, vector_index
+from novaberg.memory.retrieval import NO_CONTENT, Recall, recall, vector_index
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 
@@ -47,6 +47,7 @@ def test_a_question_of_only_stop_words_is_searched_by_neither_signal_without_err
 ) -> None:
     found = _recall(memory[0], "What was it that you were?")
     assert found.items == [] and found.embedder is None
+    assert found.notices == [f"retrieval: {NO_CONTENT}"]  # the trace says why
 
 
 def test_an_emoji_only_message_is_searched_by_neither_signal_without_error(
@@ -54,6 +55,7 @@ def test_an_emoji_only_message_is_searched_by_neither_signal_without_error(
 ) -> None:
     found = _recall(memory[0], "🐶🐶🎉")
     assert found.items == [] and found.embedder is None
+    assert found.notices == [f"retrieval: {NO_CONTENT}"]
 
 
 def test_a_ten_thousand_word_message_is_searched_with_a_notice_that_it_was_cut(

@@ -82,6 +82,13 @@ STOPWORDS = frozenset(_STOPWORDS.split())
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+NO_CONTENT = (
+    "not searched by words or meaning: the message has no content words (only stop words, "
+    "words under three letters, or no letters)"
+)
+"""The trace's notice for a message about nothing Nova was told (a greeting, emoji)."""
+
+
 def query_terms(text: str, limit: int = 12) -> list[str]:
     """Distinct content words of a message, lower-case, word characters only."""
     seen: list[str] = []
@@ -464,7 +471,8 @@ async def recall(
         # the nearest vectors would still be the nearest, and unrelated (recent, important
         # items still come, as for every message)
         items = await db.run(retriever.retrieve, user, message)
-        return Recall(items, None, notices)
+        skipped = f"{what}: {NO_CONTENT}"
+        return Recall(items, None, [*notices, skipped])
     script = unread_script(choice.name, message)
     if script is not None:
         notices.append(
