@@ -149,6 +149,8 @@ def test_bad_turn_input_is_a_4xx_detail_and_a_backend_failure_a_502(
         ("GET", "/api/memory"),
         ("GET", "/api/memory/1"),
         ("DELETE", "/api/memory/1"),
+        ("PATCH", "/api/memory/1"),
+        ("POST", "/api/memory/1/retract"),
         ("GET", "/api/memory/export"),
         ("POST", "/api/memory/import"),
         ("GET", "/api/memory/profile"),
@@ -247,3 +249,25 @@ def test_the_readme_api_curl_example_runs(nova: Nova, server: OllamaTestServer) 
     found, _ = decoder.raw_decode(done.stdout[end:].lstrip())
     assert posted["reply"] == "Hello from the API example." and set(posted) == CONTRACT_KEYS
     assert any("sailing" in item["text"] for item in found["items"])
+
+
+def test_memory_correct_retract_and_history_over_http(nova: Nova, server: OllamaTestServer) -> None:
+    server.script("salience", salient("The user's sister Quillana lives in Berlin."))
+    turn(nova, "My sister Quillana lives in Berlin.")
+    [item] = api(nova, "GET", "/api/memory", params={"query": "Quillana"}).json()["items"]
+    path = f"/api/memory/{item['id']}"
+    # another user: the same 404 as a memory that does not exist, and nothing changed
+    assert_detail(api(nova, "PATCH", path, "eve", json={"text": "x"}), 404)
+    assert_detail(api(nova, "POST", f"{path}/retract", "eve"), 404)
+    assert_detail(api(nova, "PATCH", path, json={"text": ""}), 422)
+    new = api(nova, "PATCH", path, json={"text": "Quillana lives in Munich."})
+    assert new.status_code == 200, new.text
+    assert new.json()["text"] == "Quillana lives in Munich." and new.json()["valid_to"] is None
+    found = api(nova, "GET", "/api/memory", params={"query": "Quillana"}).json()["items"]
+    assert [i["text"] for i in found] == ["Quillana lives in Munich."]
+    assert "no longer current" in assert_detail(api(nova, "PATCH", path, json={"text": "y"}), 409)
+    shown = api(nova, "GET", f"/api/memory/{new.json()['id']}").json()
+    assert [v["id"] for v in shown["history"]] == [new.json()["id"], item["id"]]
+    ended = api(nova, "POST", f"/api/memory/{new.json()['id']}/retract")
+    assert ended.status_code == 200 and ended.json()["valid_to"] is not None
+    assert api(nova, "GET", "/api/memory", params={"query": "Quillana"}).json()["items"] == []

@@ -118,8 +118,10 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
 
 @app.command()
 def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
-    """One memory, with the turn and message it came from."""
+    """One memory, with the turn and message it came from, and its history (each version,
+    newest first: what replaced it and why)."""
     from novaberg.cli.safe import dumps, echo
+    from novaberg.memory.store import version_view
 
     store, who = _store(user)
     memory = store.get(who, memory_id)
@@ -133,11 +135,51 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
         "origin": turn.get("origin"),
         "user_text": turn.get("user_text"),
     }
+    item["history"] = [version_view(v) for v in store.history(who, memory_id)]
     if as_json:
         typer.echo(dumps(item))
     else:
         _print([item], False)
         echo(f"  from: {item['source']['user_text']!r}")
+        if len(item["history"]) > 1:
+            echo("  history, newest first:")
+            for v in item["history"]:
+                until = f" until {v['valid_to']} ({v['ended']})" if v["valid_to"] else " (current)"
+                echo(f"    [{v['id']}] {v['text']}  from {v['valid_from']}{until}; {v['why']}")
+
+
+@app.command()
+def correct(memory_id: int, text: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
+    """Replace what memory ID says by TEXT: the new version becomes current, the old one is
+    kept in the memory's history (memory show) until forgotten."""
+    from novaberg.cli.common import guarded
+    from novaberg.cli.safe import dumps, echo
+
+    store, who = _store(user)
+    new = guarded(lambda: store.correct(who, memory_id, text))
+    if new is None:
+        _missing(memory_id, who)
+    if as_json:
+        typer.echo(dumps(new.view()))
+        return
+    echo(f"Corrected: {memory_id} is now [{new.id}] {new.text}")
+
+
+@app.command()
+def retract(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None:
+    """End memory ID with no successor (it is wrong, or no longer true): never recalled as
+    current again, kept in its history (memory show) until forgotten."""
+    from novaberg.cli.common import guarded
+    from novaberg.cli.safe import dumps, echo
+
+    store, who = _store(user)
+    ended = guarded(lambda: store.retract(who, memory_id))
+    if ended is None:
+        _missing(memory_id, who)
+    if as_json:
+        typer.echo(dumps(ended.view()))
+        return
+    echo(f"Retracted: {memory_id} (valid until {ended.valid_to})")
 
 
 @app.command()

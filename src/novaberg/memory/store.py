@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from novaberg.errors import StorageError
+from novaberg.errors import StorageError, UsageError
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
@@ -145,6 +145,31 @@ class Forgotten:
     calls_scrubbed: int = 0
     files: str = ""
     """What was done so that the text is not left in the database files either."""
+
+
+def version_view(item: MemoryItem) -> dict[str, Any]:
+    """One version of a chain as ``memory show`` and ``GET /api/memory/{id}`` list it: its
+    text, validity, what replaced it, and where it came from (``why``)."""
+    if item.item_key.startswith("correct:"):
+        why = f"corrected by hand (memory {item.item_key.split(':', 1)[1]})"
+    elif item.source_turn_id is not None:
+        why = f"from turn {item.source_turn_id}"
+    elif item.derived_from:
+        why = f"consolidated from {', '.join(map(str, item.derived_from))}"
+    else:
+        why = item.item_key.split(":", 1)[0]  # an import, a job
+    ended = None
+    if item.valid_to is not None:
+        ended = "retracted" if item.superseded_by is None else "superseded"
+    return {
+        "id": item.id,
+        "text": item.text,
+        "valid_from": item.valid_from,
+        "valid_to": item.valid_to,
+        "superseded_by": item.superseded_by,
+        "ended": ended,
+        "why": why,
+    }
 
 
 def pack_vector(values: Sequence[float]) -> bytes:
@@ -587,12 +612,118 @@ class MemoryStore:
         )
         return [_profile(r) for r in rows]
 
+    # -- corrections -------------------------------------------------------------------
+    def correct(self, user: str, memory_id: int, text: str) -> MemoryItem | None:
+        """Replace the user's current item ``memory_id`` by ``text`` (by hand: ``memory
+        correct``, ``PATCH /api/memory/{id}``): a new item of the same kind, importance and
+        date, with ``derived_from`` the old one and the key ``correct:{id}``, supersedes it
+        (its ``valid_to`` and ``superseded_by`` set); profile statements resting on the old
+        one are left out of a new profile version. ``None`` if the user has no such item;
+        :class:`~novaberg.errors.UsageError` if it is no longer current or ``text`` is empty."""
+        if not text.strip():
+            raise UsageError("A correction needs the new text: it is empty.")
+        with self.db.transaction() as c:
+            old = self._current_of(c, user, memory_id)
+            if old is None:
+                return None
+            added = self.add(
+                c, user, old.kind, text, old.importance, f"correct:{old.id}",  # type: ignore[arg-type]
+                derived_from=[old.id], happens_on=old.happens_on,
+            )  # fmt: skip
+            self.supersede(c, old.id, added.id)
+            self._drop_from_profiles(c, user, old.id)
+            new = self._get(c, user, added.id)
+        assert new is not None
+        return new
+
+    def retract(self, user: str, memory_id: int) -> MemoryItem | None:
+        """End the user's current item ``memory_id`` with no successor ("that's wrong", "I
+        don't have the dog any more"): ``valid_to`` set, ``superseded_by`` empty; kept, with its
+        history, until forgotten. Profile statements resting on it are left out of a new
+        profile version. ``None`` if the user has no such item; :class:`UsageError` if it is no
+        longer current."""
+        with self.db.transaction() as c:
+            old = self._current_of(c, user, memory_id)
+            if old is None:
+                return None
+            c.execute(
+                "UPDATE memories SET valid_to = ? WHERE id = ? AND valid_to IS NULL",
+                (now(), old.id),
+            )
+            self._drop_from_profiles(c, user, old.id)
+            ended = self._get(c, user, old.id)
+        assert ended is not None
+        return ended
+
+    def history(self, user: str, memory_id: int) -> list[MemoryItem]:
+        """Every version of the item's chain (what it replaced and what replaced it), newest
+        first; empty if the user has no such item."""
+        items = {i.id: i for i in self.items(user)}
+        if memory_id not in items:
+            return []
+        before = {i.superseded_by: i.id for i in items.values() if i.superseded_by is not None}
+        chain = [memory_id]
+        while items[chain[-1]].superseded_by in items:  # newer versions
+            nxt = items[chain[-1]].superseded_by
+            if nxt is None or nxt in chain:
+                break
+            chain.append(nxt)
+        chain.reverse()
+        while chain[-1] in before and before[chain[-1]] not in chain:  # older versions
+            chain.append(before[chain[-1]])
+        return [items[i] for i in chain]
+
+    def _current_of(self, c: Connection, user: str, memory_id: int) -> MemoryItem | None:
+        item = self._get(c, user, memory_id)
+        if item is None:
+            return None
+        if item.valid_to is not None:
+            then = (
+                f"superseded by memory {item.superseded_by}"
+                if item.superseded_by is not None
+                else "retracted"
+            )
+            raise UsageError(
+                f"Memory {memory_id} is no longer current ({then} at {item.valid_to}): "
+                "correct or retract its current version (novaberg memory show shows the chain)."
+            )
+        if item.consolidated_into is not None:
+            raise UsageError(
+                f"Memory {memory_id} is part of fact {item.consolidated_into} now: correct "
+                "or retract that fact."
+            )
+        return item
+
+    @staticmethod
+    def _get(c: Connection, user: str, memory_id: int) -> MemoryItem | None:
+        rows = c.execute(
+            f"SELECT {COLUMNS} FROM memories WHERE id = ? AND user_id = ?", (memory_id, user)
+        ).rows
+        return MemoryItem.from_row(rows[0]) if rows else None
+
+    def _drop_from_profiles(self, c: Connection, user: str, memory_id: int) -> None:
+        """A new version of each profile part whose current statements rest on ``memory_id``,
+        without them (the profile job rebuilds from what is current)."""
+        for part in ("core", "adaptive"):
+            row = c.execute(
+                "SELECT statements FROM profiles WHERE user_id = ? AND part = ? "
+                "ORDER BY version DESC LIMIT 1",
+                (user, part),
+            ).rows
+            if not row:
+                continue
+            statements = _statements(row[0]["statements"])
+            kept = [s for s in statements if memory_id not in s.sources]
+            if len(kept) != len(statements):
+                self.set_profile(user, part, kept, c)
+
     # -- forgetting --------------------------------------------------------------------
     def family(self, user: str, memory_id: int) -> list[int] | None:
         """The ids :meth:`forget` would remove with ``memory_id`` (itself included), without
         removing anything; ``None`` if the user has no such item."""
         rows = self.db.query(
-            "SELECT id, kind, derived_from, consolidated_into FROM memories WHERE user_id = ?",
+            "SELECT id, kind, item_key, derived_from, consolidated_into FROM memories "
+            "WHERE user_id = ?",
             (user,),
         )
         by_id = {int(r["id"]): r for r in rows}
@@ -608,8 +739,8 @@ class MemoryStore:
         superseded becomes current again.
         """
         rows = self.db.query(
-            "SELECT id, kind, derived_from, consolidated_into, superseded_by, source_turn_id "
-            "FROM memories WHERE user_id = ?",
+            "SELECT id, kind, item_key, derived_from, consolidated_into, superseded_by, "
+            "source_turn_id FROM memories WHERE user_id = ?",
             (user,),
         )
         by_id = {int(r["id"]): r for r in rows}
@@ -908,6 +1039,8 @@ def _family(start: int, by_id: dict[int, dict[str, Any]]) -> set[int]:
                 grown.add(i)  # derived from a forgotten item
             if i in family and row["kind"] == "long_term":
                 grown |= sources & by_id.keys()  # what a forgotten fact was made of
+            if i in family and str(row.get("item_key") or "").startswith("correct:"):
+                grown |= sources & by_id.keys()  # a corrected version: the whole chain goes
         if grown == family:
             return family
         family = grown

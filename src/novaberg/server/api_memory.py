@@ -18,14 +18,16 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
 from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
-from novaberg.memory.store import MemoryItem, MemoryStore
+from novaberg.memory.store import MemoryItem, MemoryStore, version_view
 from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
+from novaberg.storage.text import MEMORY_TEXT_LIMIT
 from novaberg.telemetry import Trace
 from novaberg.text import quoted
 
@@ -126,20 +128,23 @@ async def jobs(request: Request, user: User) -> dict[str, Any]:
 
 @router.get("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
 async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
-    """One memory, with the turn and message it came from."""
+    """One memory, with the turn and message it came from, and ``history``: every version of
+    its chain, newest first (``memory show``)."""
     store = _store(request)
     if not 1 <= memory_id <= MAX_ID:
         raise _missing(memory_id)
 
-    def read() -> tuple[MemoryItem | None, dict[str, Any]]:  # in a database worker
+    def read() -> tuple[MemoryItem | None, dict[str, Any], list[MemoryItem]]:  # in a worker
         memory = store.get(user, memory_id)
         source = memory.source_turn_id if memory is not None else None
-        return memory, (store.db.turn(source) if source else None) or {}
+        chain = store.history(user, memory_id) if memory is not None else []
+        return memory, (store.db.turn(source) if source else None) or {}, chain
 
-    memory, turn = await store.db.run(read)
+    memory, turn, chain = await store.db.run(read)
     if memory is None:
         raise _missing(memory_id)
     item = memory.view()
+    item["history"] = [version_view(v) for v in chain]
     item["source"] = {
         "turn_id": memory.source_turn_id,
         "message_id": memory.source_message_id,
@@ -147,6 +152,57 @@ async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
         "user_text": turn.get("user_text"),
     }
     return item
+
+
+class Correction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT, description="What it says now.")
+
+
+@router.patch(
+    "/{memory_id}",
+    responses=api_errors(
+        (400, "The body is not valid JSON, or the text cannot be stored; nothing changed."),
+        (404, "The user has no such memory."),
+        (409, "The memory is no longer current: correct its current version."),
+    ),
+)
+async def correct(
+    memory_id: int, correction: Correction, request: Request, user: User
+) -> dict[str, Any]:
+    """Correct a memory (``memory correct``): the new current version, the old one kept in its
+    history with ``valid_to`` and ``superseded_by``."""
+    store = _store(request)
+    if not 1 <= memory_id <= MAX_ID:
+        raise _missing(memory_id)
+    try:
+        new = await store.db.run(store.correct, user, memory_id, correction.text)
+    except UsageError as exc:
+        raise ApiProblem(409 if "no longer current" in str(exc) else 400, str(exc)) from None
+    if new is None:
+        raise _missing(memory_id)
+    return new.view()
+
+
+@router.post(
+    "/{memory_id}/retract",
+    responses=api_errors(
+        (404, "The user has no such memory."),
+        (409, "The memory is no longer current."),
+    ),
+)
+async def retract(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+    """Retract a memory (``memory retract``): it ends, with no successor."""
+    store = _store(request)
+    if not 1 <= memory_id <= MAX_ID:
+        raise _missing(memory_id)
+    try:
+        ended = await store.db.run(store.retract, user, memory_id)
+    except UsageError as exc:
+        raise ApiProblem(409, str(exc)) from None
+    if ended is None:
+        raise _missing(memory_id)
+    return ended.view()
 
 
 @router.delete("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
