@@ -17,7 +17,7 @@ import pytest
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.memory.embedding import choose, embed_now
-from novaberg.memory.retrieval import NO_CONTENT, Retriever, query_terms, recall, vector_index
+from novaberg.memory.retrieval import Retriever, query_terms, recall, vector_index
 from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import export_user
 from novaberg.storage.db import Database
@@ -124,8 +124,7 @@ async def test_a_greeting_searches_neither_by_words_nor_by_meaning(
     for greeting in ("Hallo!", "hey", "Thanks, ok", "danke"):
         found = await recall(db, settings, USER, greeting)
         assert found.embedder is None
-        # nothing failed, nothing to search for; the trace says why neither signal ran
-        assert found.notices == [f"retrieval: {NO_CONTENT}"]
+        assert found.notices == []  # nothing failed, nothing to search for, as expected
         assert all(r.meaning is None and r.words is None for r in found.items)
     assert embedded == []
     found = await recall(db, settings, USER, PET_QUESTION)  # a question still is searched

@@ -471,8 +471,11 @@ async def recall(
         # the nearest vectors would still be the nearest, and unrelated (recent, important
         # items still come, as for every message)
         items = await db.run(retriever.retrieve, user, message)
-        skipped = f"{what}: {NO_CONTENT}"
-        return Recall(items, None, [*notices, skipped])
+        # said in the trace where it may surprise: a longer question of only stop words, or
+        # a message without letters; a greeting or a thank-you is as expected
+        words = _WORD.findall(message)
+        said = len(words) >= 4 or not any(ch.isalpha() for ch in message)
+        return Recall(items, None, [*notices, f"{what}: {NO_CONTENT}"] if said else notices)
     script = unread_script(choice.name, message)
     if script is not None:
         notices.append(
