@@ -216,6 +216,48 @@ def worker(verbose: VerboseOpt = False) -> None:
     run_worker(verbose=verbose)
 
 
+@app.command("import-chats")
+def import_chats(
+    file: Annotated[str, typer.Argument(help="The export file.")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="auto | openwebui | sillytavern | chatgpt | plain (see the README)."
+        ),
+    ] = "auto",
+    user: UserOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Bring your chats from Open WebUI, SillyTavern or ChatGPT: each becomes a conversation,
+    found by its words as Nova's own history (checked whole first; importing twice adds
+    nothing)."""
+    from pathlib import Path
+
+    from novaberg.cli.common import guarded, load
+    from novaberg.cli.memory import _read
+    from novaberg.cli.safe import dumps, echo
+    from novaberg.engine.chat_formats import parse
+    from novaberg.engine.chat_import import import_chats as store
+    from novaberg.storage.db import Database
+
+    settings = guarded(lambda: load(user).settings)
+    parsed = guarded(lambda: parse(_read(Path(file)), fmt, name=file))
+    db = guarded(lambda: Database(settings.database, settings.timeouts.database_s))
+    try:
+        done = guarded(lambda: store(db, settings.user, parsed))
+    finally:
+        db.close()
+    if as_json:
+        typer.echo(dumps(done.view()))
+        return
+    for notice in dict.fromkeys(parsed.notices):
+        echo(f"notice: {notice}", err=True)
+    echo(
+        f"Imported {done.conversations} conversation(s) with {done.messages} message(s) "
+        f"({parsed.format}); {done.skipped} imported before, left as they were."
+    )
+
+
 @app.command("test-server")
 def test_server(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
