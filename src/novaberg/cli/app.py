@@ -206,6 +206,18 @@ def serve(
 
 
 @app.command()
+def mcp(user: UserOpt = None, verbose: VerboseOpt = False) -> None:
+    """Serve Nova's memory and turns to an MCP client over stdin/stdout, as one user.
+
+    For Claude Desktop, Cursor, LM Studio and agent hosts that start a local server: tools
+    recall, remember, forget, timeline, profile and talk (README: MCP). Over HTTP the same
+    tools are at /mcp on `novaberg serve`, the key deciding the user."""
+    from novaberg.cli.mcp_cmd import run_mcp
+
+    run_mcp(user=user, verbose=verbose)
+
+
+@app.command()
 def worker(verbose: VerboseOpt = False) -> None:
     """Run memory jobs and second passes from the shared database, without serving HTTP.
 

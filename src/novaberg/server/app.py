@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
+from novaberg.mcp import http as mcp_http
 from novaberg.server import (
     api_details,
     api_events,
@@ -104,9 +105,12 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
         # server.poll_s (other processes on one PostgreSQL leave them too)
         sweeper = Sweeper(engine, settings.server.poll_s)
         sweeper.start()
+        mcp_running = app.state.mcp.running()  # /mcp's request task group
+        await mcp_running.__aenter__()
         try:
             yield
         finally:
+            await mcp_running.__aexit__(None, None, None)
             await sweeper.stop()
             await finish_turns(app, settings.server.shutdown_grace_s)
             await engine.background.cancel()  # a cancelled job's event runs again elsewhere
@@ -158,4 +162,5 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
     app.include_router(api_memory.router)
     app.include_router(api_details.router)
     app.include_router(web.router)
+    app.state.mcp = mcp_http.mount(app, settings)  # /mcp: the same keys and users as /api
     return app

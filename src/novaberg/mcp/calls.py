@@ -1,0 +1,240 @@
+"""What each of Nova's MCP tools does, for the user a :class:`Seat` names, through the same
+engine functions as the CLI and ``/api``: ``recall`` is the enricher's retrieval, ``forget``
+the store's complete forget (``memory forget``), ``remember`` the engine's
+:func:`~novaberg.engine.remembered.remember_statement`, and ``talk`` one turn admitted by the
+engine's turn service (:class:`~novaberg.engine.service.TurnService`), as ``/api/turns``.
+
+Every database call runs in the database's worker threads (``await db.run``). A user mistake
+or a refused turn is a :class:`~novaberg.errors.NovabergError` (its message is for the
+client); a memory or conversation that is not the user's is :class:`Missing`, the same as one
+that does not exist. Results are typed (:mod:`pydantic` models): the SDK sends each as JSON
+text and as structured content with its schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from novaberg.engine import Engine
+from novaberg.engine.remembered import remember_statement
+from novaberg.engine.service import Answer, Failed, Stored, TurnAsk, TurnService
+from novaberg.errors import BackendError, ModelOutputError, NovabergError
+from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
+from novaberg.memory.store import MemoryItem, MemoryStore
+from novaberg.telemetry import Trace
+from novaberg.validation import validate_message
+
+MAX_ID = 2**63 - 1
+TIMELINE_BACK_DAYS = 1
+TIMELINE_AHEAD_DAYS = 14
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Who calls, over which engine: the user is decided by the door (``--user`` on stdio,
+    the key on HTTP), never by a tool argument."""
+
+    engine: Engine
+    service: TurnService
+    user: str
+    client: str = ""
+    """The client's own name (its ``clientInfo``), for provenance; ``""`` when it sent none."""
+
+
+class Missing(NovabergError):
+    """No such memory or conversation of this user (another user's is missing too)."""
+
+
+class Item(BaseModel):
+    """A memory: a short-term item, a long-term fact or a dated event."""
+
+    id: int = Field(description="Look it up with `novaberg memory show ID` or on the page.")
+    kind: str = Field(description="short_term, long_term (a fact) or event")
+    text: str
+    importance: float
+    valid_from: str
+    valid_to: str | None = Field(description="Set when a newer fact replaced it.")
+    happens_on: str | None = Field(description="The date of an event.")
+    source_turn_id: int | None
+
+
+class Recalled(Item):
+    reason: str = Field(description="Why it was recalled (words, meaning, recency).")
+    score: float
+
+
+class Message(BaseModel):
+    """A stored message found by its words: something the user or Nova said."""
+
+    message_id: int
+    conversation_id: int
+    turn_id: int
+    role: str = Field(description="user, or assistant (Nova)")
+    text: str
+    said_at: str
+    reason: str
+
+
+class RecallResult(BaseModel):
+    items: list[Recalled]
+    messages: list[Message]
+
+
+class RememberResult(BaseModel):
+    id: int = Field(description="The memory's id (`novaberg memory show ID`).")
+    created: bool = Field(description="False: a current memory said this already.")
+
+
+class ForgetResult(BaseModel):
+    forgotten: int
+    ids: list[int] = Field(description="Every memory removed: this one and what came from it.")
+    profile_versions: int
+    turns_scrubbed: int
+
+
+class TimelineResult(BaseModel):
+    start: str
+    end: str
+    items: list[Item]
+
+
+class ProfilePart(BaseModel):
+    version: int
+    text: str
+    statements: list[dict[str, Any]]
+    created_at: str
+
+
+class ProfileResult(BaseModel):
+    core: ProfilePart | None = Field(description="What is stable about the user.")
+    adaptive: ProfilePart | None = Field(description="What holds for now.")
+
+
+class TalkResult(BaseModel):
+    reply: str
+    turn_id: int
+    conversation_id: int
+
+
+def _item(memory: MemoryItem) -> dict[str, Any]:
+    return {k: v for k, v in memory.view().items() if k in Item.model_fields}
+
+
+async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
+    engine = seat.engine
+    found = await recall(
+        engine.db, engine.settings, seat.user, query, queue=engine.queue, trace=Trace(),
+        max_items=k, budget_tokens=100_000, what="mcp recall", messages=Heed(SEARCH_MESSAGES),
+    )  # fmt: skip
+    items = [
+        Recalled(**_item(r.item), reason=r.reason, score=round(r.score, 3)) for r in found.items
+    ]
+    messages = [Message(**heard_view(h)) for h in found.heard]
+    return RecallResult(items=items, messages=messages)
+
+
+async def do_remember(seat: Seat, text: str) -> RememberResult:
+    engine = seat.engine
+    via = f"MCP, {seat.client}" if seat.client else "MCP"
+    done = await engine.db.run(
+        remember_statement, engine.db, engine.events, engine.settings.memory, seat.user, text, via
+    )
+    if done.created:
+        engine.start_background()  # consolidation and the other jobs, as after a turn
+    return RememberResult(id=done.id, created=done.created)
+
+
+async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
+    store = MemoryStore(seat.engine.db)
+    # forget compacts the files (a checkpoint, or VACUUM FULL): in a worker, never the loop
+    done = (
+        await store.db.run(store.forget, seat.user, memory_id) if 1 <= memory_id <= MAX_ID else None
+    )
+    if done is None:
+        raise Missing(f"There is no memory {memory_id}.")
+    return ForgetResult(
+        forgotten=memory_id,
+        ids=done.ids,
+        profile_versions=done.profile_versions,
+        turns_scrubbed=done.turns_scrubbed,
+    )
+
+
+async def do_timeline(seat: Seat, start: date | None, end: date | None) -> TimelineResult:
+    today = date.today()
+    first = start or today - timedelta(days=TIMELINE_BACK_DAYS)
+    last = end or max(first, today) + timedelta(days=TIMELINE_AHEAD_DAYS)
+    store = MemoryStore(seat.engine.db)
+    entries = await store.db.run(
+        store.events_between, seat.user, first.isoformat(), last.isoformat()
+    )
+    return TimelineResult(
+        start=first.isoformat(), end=last.isoformat(), items=[Item(**_item(e)) for e in entries]
+    )
+
+
+async def do_profile(seat: Seat) -> ProfileResult:
+    store = MemoryStore(seat.engine.db)
+    parts = await store.db.run(store.profile, seat.user)
+    shown = {
+        name: ProfilePart(
+            version=p.version,
+            text=p.text,
+            statements=[{"text": s.text, "sources": s.sources} for s in p.statements],
+            created_at=p.created_at,
+        )
+        for name, p in parts.items()
+    }
+    return ProfileResult(core=shown.get("core"), adaptive=shown.get("adaptive"))
+
+
+async def _conversation(seat: Seat, conversation_id: int | None) -> int:
+    db = seat.engine.db
+    if conversation_id is None:
+        return await db.run(db.new_conversation, seat.user)
+    if not 1 <= conversation_id <= MAX_ID or (
+        await db.run(db.conversation_user, conversation_id) != seat.user
+    ):
+        raise Missing(f"There is no conversation {conversation_id}.")
+    return conversation_id
+
+
+async def do_talk(seat: Seat, message: str, conversation_id: int | None) -> TalkResult:
+    """One turn, admitted by the engine's turn service as ``/api/turns`` admits it; a client
+    that cancels before the answer reached it aborts the turn (stored as aborted)."""
+    text = validate_message(message, seat.engine.settings)
+    conversation = await _conversation(seat, conversation_id)
+    turn = seat.service.admit(TurnAsk(seat.user, text, conversation))  # refused: nothing began
+    reply = ""
+    try:
+        async for event in turn.events():
+            if isinstance(event, Answer):
+                reply = event.text
+                turn.delivered()  # returned with the result: a cancel now stops nothing
+            elif isinstance(event, Failed):
+                if isinstance(event.error, asyncio.CancelledError):
+                    raise event.error
+                raise _failure(event.error) from event.error
+            elif isinstance(event, Stored):
+                result = event.result
+                return TalkResult(
+                    reply=reply or result.reply,
+                    turn_id=result.turn_id,
+                    conversation_id=result.conversation_id,
+                )
+    finally:
+        turn.leave()  # cancelled before the answer: aborted; after it: nothing happens
+    raise NovabergError("The turn ended without a result.")
+
+
+def _failure(exc: BaseException) -> NovabergError:
+    if isinstance(exc, NovabergError) and not isinstance(exc, BackendError | ModelOutputError):
+        return exc
+    if isinstance(exc, BackendError | ModelOutputError):
+        return NovabergError("The model backend gave no usable answer; try again later.")
+    return NovabergError("The turn failed; the server log names the error.")

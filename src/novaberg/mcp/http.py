@@ -1,0 +1,90 @@
+"""``/mcp`` on ``novaberg serve``: Nova's MCP server over Streamable HTTP, stateless (a fresh
+transport per request; the 2026-07-28 revision's per-request envelope, and the initialize
+handshake of earlier revisions, which Open WebUI and this year's desktop clients send).
+
+Every request is authenticated before the SDK sees it, by the same dependency as ``/v1`` and
+``/api`` (:func:`~novaberg.server.auth.require_user`): no key or a wrong one is a 401, a
+front-end key names its end user, the rate limit applies. The user's name travels in the
+ASGI scope to the tools (:func:`seat`), never in an argument. The app's middleware runs
+first: the host allow-list (DNS rebinding), the body limit, CORS. The SDK's own Host check
+is off (the allow-list is the one rule for every route).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from novaberg.config import Settings
+from novaberg.engine import Engine
+from novaberg.engine.service import TurnService
+from novaberg.errors import NovabergError
+from novaberg.mcp.calls import Seat
+from novaberg.mcp.server import build_server, client_name
+from novaberg.server.auth import require_user
+from novaberg.server.errors import ApiProblem, error_response
+
+PATH = "/mcp"
+USER_KEY = "novaberg.user"
+"""Where the authenticated user's name waits in the request's ASGI scope."""
+
+
+async def seat(ctx: Context) -> Seat:
+    """The caller of an HTTP request: its app's engine and turn service, its key's user."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict) or USER_KEY not in scope:
+        raise NovabergError("This request was not authenticated.")  # never: see McpRoute
+    state = scope["app"].state
+    engine: Engine = state.engine
+    service: TurnService = state.service
+    return Seat(engine, service, str(scope[USER_KEY]), client_name(ctx))
+
+
+class McpRoute:
+    """The ASGI endpoint of ``/mcp``: authenticate, then hand the request to the SDK."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.server = build_server(seat)
+        self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            max_request_body_size=settings.server.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.manager = self.server.session_manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            user = await require_user(Request(scope, receive))
+        except ApiProblem as problem:
+            response = error_response(
+                PATH, problem.status_code, str(problem.detail), problem.code, problem.headers
+            )
+            await response(scope, receive, send)
+            return
+        scope[USER_KEY] = user
+        await self.manager.handle_request(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's request task group, for the life of the app (its lifespan)."""
+        async with self.manager.run():
+            yield
+
+
+def mount(app: Starlette, settings: Settings) -> McpRoute:
+    """Add ``/mcp`` to ``app`` (GET, POST and DELETE, as the transport answers them); enter
+    :meth:`McpRoute.running` in the app's lifespan."""
+    route = McpRoute(settings)
+    app.router.routes.append(Route(PATH, endpoint=route, methods=["GET", "POST", "DELETE"]))
+    return route

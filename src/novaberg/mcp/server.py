@@ -1,0 +1,142 @@
+"""Nova's MCP tools as a model sees them: a description each, typed arguments, typed results
+(JSON text plus structured content with its output schema), on the SDK's ``MCPServer``.
+
+``recall``, ``remember``, ``forget``, ``timeline``, ``profile`` and ``talk`` (the contract in
+the design notes); no tool deletes everything. Which user a call runs as comes from the
+door's :data:`SeatOf` (``novaberg mcp --user``, or the key of ``/mcp``). A user mistake, a
+refused turn or a missing memory is a tool error whose text says what to do; any other
+failure is logged by its kind alone (never a message: it may quote the user) and answered
+with a fixed text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import date
+from typing import Annotated, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from novaberg import __version__
+from novaberg.errors import NovabergError, error_kind
+from novaberg.mcp import calls
+from novaberg.mcp.calls import Seat
+
+log = logging.getLogger("novaberg.mcp")
+
+SeatOf = Callable[[Context], Awaitable[Seat]]
+"""How a door tells who calls: the user of ``novaberg mcp``, or of the request's key."""
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "Nova is the user's companion and remembers them. Use recall before answering something "
+    "personal, remember what the user asks you to keep, and talk to hand a message to Nova "
+    "herself. Every result carries ids the user can look up (novaberg memory show ID)."
+)
+
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for.")]
+Count = Annotated[int, Field(ge=1, le=50, description="How many memories at most.")]
+MemoryId = Annotated[int, Field(description="The id of one memory (from recall or timeline).")]
+
+
+def client_name(ctx: Context) -> str:
+    """The client's own name from its ``clientInfo`` (``""`` when it sent none)."""
+    params = ctx.session.client_params
+    info = None if params is None else params.client_info
+    return "" if info is None else str(info.name)[:100]
+
+
+async def _answer(seat_of: SeatOf, ctx: Context, call: Callable[[Seat], Awaitable[T]]) -> T:
+    """``call``'s result for the caller's seat, or a tool error the client can act on."""
+    try:
+        return await call(await seat_of(ctx))
+    except NovabergError as exc:
+        raise ToolError(str(exc)) from None
+    except Exception as exc:
+        log.error("an MCP tool failed (%s)", error_kind(exc))  # no message: it may quote text
+        raise ToolError("The tool failed; Nova's log names the error.") from None
+
+
+def build_server(seat_of: SeatOf) -> MCPServer:
+    """Nova's MCP server; ``seat_of`` decides who each call is for."""
+    # MCPServer() calls logging.basicConfig (a rich handler on the root logger, INFO) when the
+    # root logger has none: Novaberg's own logging stays as it is, nothing logged twice
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        server: MCPServer = MCPServer(
+            "novaberg", title="Nova", instructions=INSTRUCTIONS, version=__version__
+        )
+    finally:
+        root.removeHandler(guard)
+    _add_memory_tools(server, seat_of)
+    _add_talk(server, seat_of)
+    return server
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
+    @server.tool(annotations=READ_ONLY)
+    async def recall(query: Query, ctx: Context, k: Count = 5) -> calls.RecallResult:
+        """Recall what Nova remembers about the user for a question or topic: memories
+        (their statements, durable facts, dated events), each with why it was recalled and
+        since when it holds, and things the user or Nova said before. Use it before answering
+        anything about the user's life, plans, people or preferences."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_recall(seat, query, k))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def remember(
+        text: Annotated[str, Field(description="The user's statement, in their words.")],
+        ctx: Context,
+    ) -> calls.RememberResult:
+        """Keep something the user asked to be remembered, as their own statement (one fact
+        per call, e.g. "My sister Lena lives in Graz."). Nova turns it into facts, dated
+        events and her picture of the user, as with what they tell her in a conversation."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_remember(seat, text))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
+    async def forget(memory_id: MemoryId, ctx: Context) -> calls.ForgetResult:
+        """Forget one memory for good, when the user asks: with the facts derived from it,
+        the profile statements built on it and the words of the conversation it came from.
+        Only the one memory named; there is no way to forget everything at once."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_forget(seat, memory_id))
+
+    @server.tool(annotations=READ_ONLY)
+    async def timeline(
+        ctx: Context,
+        start: Annotated[date | None, Field(description="First day (default yesterday).")] = None,
+        end: Annotated[date | None, Field(description="Last day (default 14 days on).")] = None,
+    ) -> calls.TimelineResult:
+        """The user's dated events (birthdays, appointments, trips) between two days,
+        ISO dates like 2026-12-24, in date order."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_timeline(seat, start, end))
+
+    @server.tool(annotations=READ_ONLY)
+    async def profile(ctx: Context) -> calls.ProfileResult:
+        """Nova's current picture of the user: the stable core and what holds for now, each
+        statement with the ids of the memories it rests on."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_profile(seat))
+
+
+def _add_talk(server: MCPServer, seat_of: SeatOf) -> None:
+    @server.tool(annotations=ToolAnnotations(open_world_hint=False))
+    async def talk(
+        message: Annotated[str, Field(description="What to say to Nova, as the user.")],
+        ctx: Context,
+        conversation_id: Annotated[
+            int | None, Field(description="Continue this conversation (from an earlier talk).")
+        ] = None,
+    ) -> calls.TalkResult:
+        """Say something to Nova and get her reply: one full turn, as in her own chat (she
+        recalls, thinks, and her judges check the answer), remembered like any conversation.
+        Pass the conversation_id of an earlier talk to continue it."""
+        return await _answer(
+            seat_of, ctx, lambda seat: calls.do_talk(seat, message, conversation_id)
+        )
