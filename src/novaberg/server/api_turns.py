@@ -207,6 +207,42 @@ async def conversations(
     return {"items": await db.run(db.conversations_of, user, limit, offset)}
 
 
+@router.post(
+    "/conversations/import",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {}}, "text/plain": {"schema": {}}},
+        }
+    },
+    responses=api_errors(
+        (400, "Not an export of a format import-chats reads (the detail says what is wrong); "
+              "nothing was imported."),
+    ),
+)  # fmt: skip
+async def import_conversations(
+    request: Request,
+    user: Annotated[str, Depends(require_user)],
+    fmt: Annotated[
+        str, Query(alias="format", description="auto, openwebui, sillytavern, chatgpt or plain")
+    ] = "auto",
+) -> dict[str, int]:
+    """``novaberg import-chats``: the export file as the body (a SillyTavern ``.jsonl`` as
+    text), its chats as the key's user's dated conversations → ``{"conversations",
+    "messages", "skipped"}``."""
+    from novaberg.engine.chat_formats import parse
+    from novaberg.engine.chat_import import import_chats
+
+    raw = await request.body()
+    try:
+        parsed = await asyncio.to_thread(parse, raw, fmt, name="the body")
+    except UsageError as exc:
+        raise ApiProblem(400, str(exc)) from None
+    db = engine_of(request).db
+    done = await db.run(import_chats, db, user, parsed)
+    return done.view()
+
+
 @router.get(
     "/conversations/{conversation_id}/messages",
     responses=api_errors((404, "The user has no such conversation.")),
