@@ -59,7 +59,8 @@ async function failure(response) {
   let detail = response.statusText;
   try {
     const body = await response.json();
-    detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+    const said = body.detail ?? body.error?.message; // /api's shape, or /v1's (OpenAI's)
+    detail = typeof said === "string" ? said : JSON.stringify(said);
   } catch {
     /* not JSON: the status text says enough */
   }
@@ -67,7 +68,7 @@ async function failure(response) {
 }
 
 /** fetch with the key; a non-2xx answer or a network failure throws ApiError. */
-export async function request(method, path, { json, body, signal, accept } = {}) {
+export async function request(method, path, { json, body, form, signal, accept } = {}) {
   const mine = signal ? AbortSignal.any([signal, session.signal]) : session.signal;
   const init = { method, headers: headers(accept ? { Accept: accept } : {}), signal: mine };
   if (json !== undefined) {
@@ -76,6 +77,8 @@ export async function request(method, path, { json, body, signal, accept } = {})
   } else if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = body;
+  } else if (form !== undefined) {
+    init.body = form; // FormData: the browser writes its multipart Content-Type
   }
   let response;
   try {

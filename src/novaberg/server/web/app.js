@@ -6,6 +6,7 @@ import { setLanguage, t } from "./i18n.js";
 import { resetMemory, setupMemory, showMemory } from "./memory.js";
 import { loadStats, resetStats, setupStats } from "./stats.js";
 import { clearBanners, errorBanner } from "./ui.js";
+import { resetVoice, setupVoice } from "./voice.js";
 import { resetWhy, setupWhy } from "./why.js";
 
 const VIEWS = ["chat", "memory", "stats"];
@@ -48,6 +49,7 @@ function forgetEverything() {
   stopEvents = null;
   for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
   resetChat();
+  resetVoice();
   resetWhy();
   resetMemory();
   resetStats();
@@ -101,6 +103,7 @@ async function boot() {
     setLanguage("en");
   }
   setupChat();
+  setupVoice();
   setupWhy();
   setupMemory();
   setupStats();

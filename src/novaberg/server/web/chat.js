@@ -4,6 +4,7 @@ import { ApiError, getJSON, key, readEvents, request, sessionSignal } from "./ap
 import { $, clear, h, setText, when } from "./dom.js";
 import { lang, t } from "./i18n.js";
 import { errorBanner } from "./ui.js";
+import { follow, startReply } from "./voice.js";
 import { openWhy } from "./why.js";
 
 const state = {
@@ -130,6 +131,7 @@ export function newConversation() {
 function finish(li, result) {
   state.conversation = result.conversation_id;
   setText(li.querySelector(".text"), result.reply);
+  follow(result.reply, true); // read aloud: what of it was not yet
   setTurn(li, result.turn_id);
   for (const f of result.followups || []) addFollowup(f.turn_id, f.reply);
 }
@@ -139,6 +141,7 @@ async function send() {
   const text = box.value.trim();
   if (!text || state.running) return;
   box.value = "";
+  startReply(); // read aloud when Talk heard it
   message("user", text);
   const li = message("nova", "");
   li.setAttribute("aria-busy", "true");
@@ -166,6 +169,7 @@ async function send() {
         } else if (event === "token") {
           streamed += data.text;
           setText(li.querySelector(".text"), streamed);
+          follow(streamed, false);
         } else if (event === "reply") {
           setText(li.querySelector(".text"), data.text);
           setTurn(li, data.turn_id);
