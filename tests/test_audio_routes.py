@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,3 +306,16 @@ def trace_notices(nova: Nova, turn_id: int) -> list[str]:
 def audio_files(home: Path) -> list[Path]:
     kinds = {".wav", ".mp3", ".ogg", ".opus", ".webm", ".flac", ".m4a"}
     return [p for p in home.rglob("*") if p.suffix.lower() in kinds]
+
+
+def test_the_readmes_voice_example_runs(nova: Nova, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    example = next(b for b in blocks if "audio.transcriptions.create" in b)
+    code = example.replace("http://127.0.0.1:8484/v1", f"{nova.url}/v1").replace(
+        '"nb-…"', repr(nova.keys["ada"])
+    )
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # the README's own example
+    scope["nova"].close()  # type: ignore[attr-defined]
+    assert "hello" in capsys.readouterr().out.lower()

@@ -199,7 +199,9 @@ def serve(
     """Serve Nova over HTTP: an OpenAI-compatible /v1 for front-ends and programs.
 
     Every /v1 request needs Authorization: Bearer KEY (novaberg users add NAME) and runs as
-    that key's user. GET /healthz and /readyz need no key."""
+    that key's user. GET /healthz and /readyz need no key. With the voice extra, Nova hears
+    and speaks there too: POST /v1/audio/transcriptions and /v1/audio/speech (Open WebUI's
+    Audio settings: engine OpenAI, base URL this server's /v1, a key)."""
     from novaberg.cli.serve_cmd import run_serve
 
     run_serve(host=host, port=port, verbose=verbose)
