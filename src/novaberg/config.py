@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     field_validator,
     model_validator,
@@ -398,6 +399,54 @@ class Speech(BaseModel):
     )
 
 
+MCP_SERVER_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,23}$"
+
+
+class McpServer(BaseModel):
+    """One MCP server whose tools Nova's thinker may call: ``command`` (with ``args`` and
+    ``env``) starts it over stdio, or ``url`` (with ``headers``) reaches it over Streamable
+    HTTP. ``env`` and ``headers`` are secret: never shown, never logged."""
+
+    model_config = ConfigDict(extra="forbid")
+    command: str | None = Field(None, min_length=1, description="the program to start")
+    args: list[str] = Field(default_factory=list, description="its arguments")
+    env: dict[str, SecretStr] = Field(default_factory=dict, description="more environment")
+    url: str | None = Field(None, pattern=r"^https?://", description="a Streamable HTTP URL")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="sent with each request"
+    )
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set either command (stdio) or url (Streamable HTTP), not both")
+        return self
+
+
+class Mcp(BaseModel):
+    """MCP servers whose tools join the thinker's (``novaberg.tools.mcp_servers``); none
+    unless configured."""
+
+    model_config = ConfigDict(extra="forbid")
+    servers: dict[Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME)], McpServer] = Field(
+        default_factory=dict,
+        description="MCP servers for the thinker, in config.toml as tables mcp.servers.NAME "
+        "with command and args (stdio) or url and headers (Streamable HTTP); their tools are "
+        "called NAME__TOOL",
+    )
+    start_timeout_s: float = Field(
+        15.0, gt=0, le=300, description="seconds a server has to start and list its tools"
+    )
+    call_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="seconds one tool call may take; then it is an error"
+    )
+    max_result_chars: int = Field(
+        100_000,
+        ge=1000,
+        description="a tool result longer than this is cut to it (the model sees less still)",
+    )
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -506,6 +555,7 @@ class Settings(BaseSettings):
     telemetry: Telemetry = Field(default_factory=Telemetry)
     server: Server = Field(default_factory=Server)
     speech: Speech = Field(default_factory=Speech)
+    mcp: Mcp = Field(default_factory=Mcp)
 
     @field_validator("fallback", "ollama_hosts", mode="before")
     @classmethod

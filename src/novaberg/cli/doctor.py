@@ -32,6 +32,8 @@ async def _diagnose() -> dict[str, Any]:
         fixes.extend(f"memory search by meaning: {fix}" for fix in vectors["fixes"])
     files = await asyncio.to_thread(_private_files, settings)
     speech = _speech(settings)
+    mcp = await _mcp_servers(settings)
+    fixes.extend(f"MCP server {s['name']}: {s['failure']}" for s in mcp if s["failure"])
     fixes.extend(f"private files: {fix}" for fix in files["fixes"])  # a warning, not a failure
     return {
         "mode": settings.backend,
@@ -42,6 +44,7 @@ async def _diagnose() -> dict[str, Any]:
         "vectors": vectors,
         "files": files,
         "speech": speech,
+        "mcp": mcp,
         "fixes": fixes,
         "ok": statuses[0].reachable and not statuses[0].fix and database["ok"],
     }
@@ -88,6 +91,26 @@ def _private_files(settings: Any) -> dict[str, Any]:
     fixes = exposed(found)
     checked = [{"path": str(f.path), "mode": f.shown_mode, "private": f.private} for f in found]
     return {"private": not fixes, "checked": checked, "fixes": fixes}
+
+
+async def _mcp_servers(settings: Any) -> list[dict[str, Any]]:
+    """Each configured MCP server (``mcp.servers``): started here once, whether it started
+    (or why not) and its tools as the thinker gets them; then stopped."""
+    from novaberg.tools.mcp_servers import McpServers
+
+    servers = McpServers(settings.mcp)
+    try:
+        await servers.tools()
+        return servers.report()
+    finally:
+        await servers.aclose()
+
+
+def _print_mcp(console: SafeConsole, servers: list[dict[str, Any]]) -> None:
+    """One line per MCP server: its tools, or why it did not start."""
+    for s in servers:
+        state = (", ".join(s["tools"]) or "no tools", "") if s["started"] else (s["failure"], "red")
+        console.print(styled(f"MCP server {s['name']} ({s['transport']}): ", state))
 
 
 def _speech(settings: Any) -> dict[str, Any]:
@@ -216,6 +239,7 @@ def run_doctor(*, as_json: bool) -> None:
             )
         _print_files(console, report["files"])
         _print_speech(console, report["speech"])
+        _print_mcp(console, report["mcp"])
         if report["fixes"]:
             console.print(styled(("What to fix:", "bold")))
             for fix in report["fixes"]:

@@ -35,6 +35,8 @@ from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, Turn
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
 from novaberg.storage.db import Database
+from novaberg.tools.builtin import builtin_registry
+from novaberg.tools.mcp_servers import McpServers
 from novaberg.validation import validate_message
 
 if TYPE_CHECKING:
@@ -135,6 +137,8 @@ class Engine:
         self.background = BackgroundJobRunner(settings, self.queue, db, self.events)
         self._warming: asyncio.Task[None] | None = None
         self._embedding: set[asyncio.Task[list[str]]] = set()
+        self.mcp = McpServers(settings.mcp)
+        """The configured MCP servers, whose tools join the thinker's (none by default)."""
 
     @classmethod
     async def open(cls, settings: Settings) -> Engine:
@@ -165,6 +169,7 @@ class Engine:
         engine = cls(settings, chain, db, graph=graph)
         engine.notices[:0] = notices
         engine._warming = asyncio.create_task(_warm_in_threads(engine.settings, embedder))
+        engine.mcp.start()  # the MCP servers start beside the first turn's arrival
         return engine
 
     async def warmed(self) -> None:
@@ -180,6 +185,7 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.background.cancel()  # a cancelled job's event is redone next time
+        await self.mcp.aclose()
         await self.chain.aclose()
         if self._embedding:  # a new item's vector: quick, and the next process needs none
             await asyncio.gather(*self._embedding, return_exceptions=True)
@@ -343,6 +349,9 @@ class Engine:
         aside: str = "",
     ) -> TurnResult:
         began = time.perf_counter()
+        # every tool, declared in each tool-bearing request; the MCP servers' once started
+        # (the first turn waits for their start, bounded): before the turn is recorded
+        tools = builtin_registry(await self.mcp.tools())
         CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
         starting = asyncio.ensure_future(
             self.db.run(self.db.start_turn, conversation, message, origin, parent_turn_id)
@@ -362,6 +371,7 @@ class Engine:
             db=self.db,
             prompts=self.prompts,
             events=self.events,
+            tools=tools,
             on_token=on_token,
             on_progress=on_progress,
             on_answer=on_answer,
@@ -369,7 +379,7 @@ class Engine:
             aside=aside,
             message_vector=start_message_vector(self.settings, message, what="enricher"),
         )
-        ctx.trace.notices.extend(notices)
+        ctx.trace.notices.extend([*notices, *self.mcp.notices()])
         state: TurnState = {
             "user_text": message,
             "user_id": user,

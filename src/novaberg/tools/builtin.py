@@ -3,6 +3,8 @@ lazily from their own modules)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.tools.registry import Tool, ToolRegistry
@@ -23,7 +25,8 @@ class TimelineArguments(BaseModel):
     days_ahead: int = Field(14, ge=0, le=366, description="and this many days ahead")
 
 
-def builtin_registry() -> ToolRegistry:
+def builtin_registry(more: Sequence[Tool] = ()) -> ToolRegistry:
+    """The built-in tools, then ``more`` (the configured MCP servers' tools)."""
     return ToolRegistry(
         [
             Tool(
@@ -50,5 +53,6 @@ def builtin_registry() -> ToolRegistry:
                 NoArguments,
                 "novaberg.tools.clock:current_time",
             ),
+            *more,
         ]
     )

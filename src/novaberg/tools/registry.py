@@ -44,7 +44,8 @@ class ToolEnv:
     """The turn's trace: model calls made for a tool, and its notices."""
 
 
-ToolImpl = Callable[[BaseModel, ToolEnv], Awaitable[str] | str]
+ToolImpl = Callable[[BaseModel, ToolEnv], Awaitable[Any] | str]
+"""A ``str`` for the model, or a whole :class:`ToolResult`."""
 
 
 @dataclass
@@ -129,4 +130,6 @@ class ToolRegistry:
         except Exception as exc:  # a tool's failure is a result for the model, not a crash
             log.warning("tool %s failed (%s)", name, error_kind(exc))  # its message may quote text
             return ToolResult(name, False, f"The tool failed: {type(exc).__name__}: {exc}")
+        if isinstance(output, ToolResult):  # a tool that tells failure itself (an MCP server's)
+            return output
         return ToolResult(name, True, str(output))
