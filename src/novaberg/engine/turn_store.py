@@ -16,6 +16,7 @@ from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
+from novaberg.memory import corrections
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection
@@ -46,6 +47,10 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         "nodes": trace.nodes,
         "router": final.get("router"),
         "retrieval": context.get("retrieval"),
+        # what a correction the user made was about (ids only: the texts may be forgotten)
+        "correction": {k: correction.get(k) for k in ("outcome", "memory_id")}
+        if (correction := context.get("correction"))
+        else None,
         "salience": final.get("salience"),
         "thinker": final.get("thinker"),
         "tribunal": final.get("tribunal"),
@@ -78,6 +83,7 @@ def store_turn(
     """Store a finished turn whole: messages, trace, calls, and (when salience kept it) the
     memory item with its jobs, in one transaction."""
     item = final.get("memory_item")
+    correction = (final.get("context") or {}).get("correction")
     regenerate = final.get("origin") == "regenerate"
     followup = final.get("origin") == "self_trigger"
 
@@ -87,6 +93,8 @@ def store_turn(
         if regenerate:  # the message and its memory are stored already, with the old turn
             replace_replies(c, turn_id)
             return None
+        if correction is not None:  # before Nova's next answer, with this turn or not at all
+            corrections.apply(c, user, correction, turn_id, message_id)
         if item is None:
             return None
         return remember(c, events, memory, user, item, turn_id, message_id, conversation)

@@ -150,7 +150,9 @@ class Forgotten:
 def version_view(item: MemoryItem) -> dict[str, Any]:
     """One version of a chain as ``memory show`` and ``GET /api/memory/{id}`` list it: its
     text, validity, what replaced it, and where it came from (``why``)."""
-    if item.item_key.startswith("correct:"):
+    if item.item_key.startswith("correct:") and item.source_turn_id is not None:
+        why = f"corrected in turn {item.source_turn_id} (memory {item.item_key.split(':', 1)[1]})"
+    elif item.item_key.startswith("correct:"):
         why = f"corrected by hand (memory {item.item_key.split(':', 1)[1]})"
     elif item.source_turn_id is not None:
         why = f"from turn {item.source_turn_id}"
@@ -615,45 +617,68 @@ class MemoryStore:
     # -- corrections -------------------------------------------------------------------
     def correct(self, user: str, memory_id: int, text: str) -> MemoryItem | None:
         """Replace the user's current item ``memory_id`` by ``text`` (by hand: ``memory
-        correct``, ``PATCH /api/memory/{id}``): a new item of the same kind, importance and
-        date, with ``derived_from`` the old one and the key ``correct:{id}``, supersedes it
-        (its ``valid_to`` and ``superseded_by`` set); profile statements resting on the old
-        one are left out of a new profile version. ``None`` if the user has no such item;
-        :class:`~novaberg.errors.UsageError` if it is no longer current or ``text`` is empty."""
-        if not text.strip():
-            raise UsageError("A correction needs the new text: it is empty.")
+        correct``, ``PATCH /api/memory/{id}``): :meth:`correct_in` in a transaction of its
+        own. ``None`` if the user has no such item; :class:`~novaberg.errors.UsageError` if it
+        is no longer current or ``text`` is empty."""
         with self.db.transaction() as c:
-            old = self._current_of(c, user, memory_id)
-            if old is None:
+            try:
+                new_id = self.correct_in(c, user, memory_id, text)
+            except LookupError:
                 return None
-            added = self.add(
-                c, user, old.kind, text, old.importance, f"correct:{old.id}",  # type: ignore[arg-type]
-                derived_from=[old.id], happens_on=old.happens_on,
-            )  # fmt: skip
-            self.supersede(c, old.id, added.id)
-            self._drop_from_profiles(c, user, old.id)
-            new = self._get(c, user, added.id)
-        assert new is not None
-        return new
+            return self._get(c, user, new_id)
 
     def retract(self, user: str, memory_id: int) -> MemoryItem | None:
-        """End the user's current item ``memory_id`` with no successor ("that's wrong", "I
-        don't have the dog any more"): ``valid_to`` set, ``superseded_by`` empty; kept, with its
-        history, until forgotten. Profile statements resting on it are left out of a new
-        profile version. ``None`` if the user has no such item; :class:`UsageError` if it is no
-        longer current."""
+        """End the user's current item ``memory_id`` with no successor: :meth:`retract_in` in a
+        transaction of its own. ``None`` if the user has no such item."""
         with self.db.transaction() as c:
-            old = self._current_of(c, user, memory_id)
-            if old is None:
+            try:
+                self.retract_in(c, user, memory_id)
+            except LookupError:
                 return None
-            c.execute(
-                "UPDATE memories SET valid_to = ? WHERE id = ? AND valid_to IS NULL",
-                (now(), old.id),
-            )
-            self._drop_from_profiles(c, user, old.id)
-            ended = self._get(c, user, old.id)
-        assert ended is not None
-        return ended
+            return self._get(c, user, memory_id)
+
+    @classmethod
+    def correct_in(
+        cls,
+        c: Connection,
+        user: str,
+        memory_id: int,
+        text: str,
+        *,
+        source_turn_id: int | None = None,
+        source_message_id: int | None = None,
+    ) -> int:
+        """In the caller's transaction: a new item of the same kind, importance and date, with
+        ``derived_from`` the old one and the key ``correct:{id}`` (and the turn it was said in,
+        when said in conversation), supersedes the current item ``memory_id`` (its
+        ``valid_to`` and ``superseded_by`` set); profile statements resting on the old one are
+        left out of a new profile version. Returns the new id. :class:`LookupError` if the
+        user has no such item, :class:`UsageError` if it is no longer current or ``text`` is
+        empty."""
+        if not text.strip():
+            raise UsageError("A correction needs the new text: it is empty.")
+        old = cls._current_of(c, user, memory_id)
+        added = cls.add(
+            c, user, old.kind, text, old.importance, f"correct:{old.id}",  # type: ignore[arg-type]
+            derived_from=[old.id], happens_on=old.happens_on,
+            source_turn_id=source_turn_id, source_message_id=source_message_id,
+        )  # fmt: skip
+        cls.supersede(c, old.id, added.id)
+        _drop_from_profiles(c, user, old.id)
+        return added.id
+
+    @classmethod
+    def retract_in(cls, c: Connection, user: str, memory_id: int) -> None:
+        """In the caller's transaction: end the current item ``memory_id`` with no successor
+        ("that's wrong", "I don't have the dog any more"): ``valid_to`` set, ``superseded_by``
+        empty; kept, with its history, until forgotten. Profile statements resting on it are
+        left out of a new profile version. :class:`LookupError` if the user has no such item,
+        :class:`UsageError` if it is no longer current."""
+        old = cls._current_of(c, user, memory_id)
+        c.execute(
+            "UPDATE memories SET valid_to = ? WHERE id = ? AND valid_to IS NULL", (now(), old.id)
+        )
+        _drop_from_profiles(c, user, old.id)
 
     def history(self, user: str, memory_id: int) -> list[MemoryItem]:
         """Every version of the item's chain (what it replaced and what replaced it), newest
@@ -663,9 +688,9 @@ class MemoryStore:
             return []
         before = {i.superseded_by: i.id for i in items.values() if i.superseded_by is not None}
         chain = [memory_id]
-        while items[chain[-1]].superseded_by in items:  # newer versions
+        while True:  # newer versions
             nxt = items[chain[-1]].superseded_by
-            if nxt is None or nxt in chain:
+            if nxt is None or nxt not in items or nxt in chain:
                 break
             chain.append(nxt)
         chain.reverse()
@@ -673,10 +698,11 @@ class MemoryStore:
             chain.append(before[chain[-1]])
         return [items[i] for i in chain]
 
-    def _current_of(self, c: Connection, user: str, memory_id: int) -> MemoryItem | None:
-        item = self._get(c, user, memory_id)
+    @classmethod
+    def _current_of(cls, c: Connection, user: str, memory_id: int) -> MemoryItem:
+        item = cls._get(c, user, memory_id)
         if item is None:
-            return None
+            raise LookupError(f"no memory {memory_id}")
         if item.valid_to is not None:
             then = (
                 f"superseded by memory {item.superseded_by}"
@@ -700,22 +726,6 @@ class MemoryStore:
             f"SELECT {COLUMNS} FROM memories WHERE id = ? AND user_id = ?", (memory_id, user)
         ).rows
         return MemoryItem.from_row(rows[0]) if rows else None
-
-    def _drop_from_profiles(self, c: Connection, user: str, memory_id: int) -> None:
-        """A new version of each profile part whose current statements rest on ``memory_id``,
-        without them (the profile job rebuilds from what is current)."""
-        for part in ("core", "adaptive"):
-            row = c.execute(
-                "SELECT statements FROM profiles WHERE user_id = ? AND part = ? "
-                "ORDER BY version DESC LIMIT 1",
-                (user, part),
-            ).rows
-            if not row:
-                continue
-            statements = _statements(row[0]["statements"])
-            kept = [s for s in statements if memory_id not in s.sources]
-            if len(kept) != len(statements):
-                self.set_profile(user, part, kept, c)
 
     # -- forgetting --------------------------------------------------------------------
     def family(self, user: str, memory_id: int) -> list[int] | None:
@@ -1000,6 +1010,28 @@ def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _scrub(v) for k, v in value.items()}
     return value
+
+
+def _drop_from_profiles(c: Connection, user: str, memory_id: int) -> None:
+    """A new version of each profile part whose current statements rest on ``memory_id``,
+    without them (the profile job rebuilds from what is current)."""
+    for part in ("core", "adaptive"):
+        rows = c.execute(
+            "SELECT version, statements FROM profiles WHERE user_id = ? AND part = ? "
+            "ORDER BY version DESC LIMIT 1",
+            (user, part),
+        ).rows
+        if not rows:
+            continue
+        statements = _statements(rows[0]["statements"])
+        kept = [s for s in statements if memory_id not in s.sources]
+        if len(kept) != len(statements):
+            c.execute(
+                "INSERT INTO profiles (user_id, part, version, text, statements, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (user, part, int(rows[0]["version"]) + 1, _profile_text(kept),
+                 _statements_json(kept), now()),
+            )  # fmt: skip
 
 
 def _drop_statements(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:

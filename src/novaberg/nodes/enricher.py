@@ -11,6 +11,9 @@ responder should know.
 - earlier messages of any conversation, the user's and Nova's, found by their words
   (``memory.messages`` of them, 3; not those the history holds, nor one a memory item was
   made from), each dated: "(the user said this on 2026-05-08) …";
+- when the router heard a correction ("no, Munich, not Berlin"): the memory it is about
+  (:func:`~novaberg.memory.corrections.resolve`), whose old version is then not given as
+  current; the turn's transaction applies it (``engine/turn_store.py``);
 - the latest user profile (core + adaptive);
 - timeline events from yesterday to two weeks ahead.
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from novaberg.errors import EmbedderError
 from novaberg.graph.state import TurnState
+from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.nodes.context import TurnContext
@@ -70,6 +74,14 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     chosen = found.items
     today = date.today()
 
+    correction = None
+    said_wrong = (state.get("router") or {}).get("correction")
+    if said_wrong and state.get("origin") == "user":
+        correction = await ctx.db.run(resolve, store, user, said_wrong)
+        if correction.memory_id is not None:  # the old version is not given as current
+            chosen = [r for r in chosen if r.item.id != correction.memory_id]
+    ended = correction.memory_id if correction is not None else None
+
     shown = ctx.shown
     turns = ctx.settings.history_turns
 
@@ -81,7 +93,11 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         events = store.events_between(
             user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
         )
-        profile = {part: p.text for part, p in store.profile(user).items() if p.text}
+        profile = {  # without the statements resting on a version just corrected
+            part: "\n".join(s.text for s in p.statements if ended not in s.sources)
+            for part, p in store.profile(user).items()
+        }
+        profile = {part: text for part, text in profile.items() if text}
         return history, events, profile
 
     history, events, profile = await ctx.db.run(load)
@@ -131,6 +147,15 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
                     for m in said
                 ),
             ],
+            "correction": None
+            if correction is None
+            else {
+                **correction.trace(),
+                "old": correction.old,
+                "new": correction.new,
+                "wrong": correction.wrong,
+                "options": list(correction.options),
+            },
             "profile": profile or None,
             "timeline": [{"date": e.happens_on, "text": e.text} for e in events],
         }

@@ -50,6 +50,24 @@ def _background(p: Prompts, situation: Situation) -> list[str]:
     return parts
 
 
+def correction_rule(p: Prompts, found: dict[str, Any]) -> str:
+    """What Nova is told about a correction the user just made (their words, quoted as one
+    line each: they cannot forge a section)."""
+
+    def quote(text: Any) -> str:
+        return f'"{as_line(str(text or ""))}"'
+
+    outcome = found.get("outcome")
+    if outcome == "correct":
+        return p.corrected.format(old=quote(found.get("old")), new=quote(found.get("new")))
+    if outcome == "retract":
+        return p.retracted.format(old=quote(found.get("old")))
+    if outcome == "ambiguous":
+        options = "; ".join(quote(o) for o in found.get("options") or [])
+        return p.ambiguous.format(wrong=quote(found.get("wrong")), options=options)
+    return p.unmatched.format(wrong=quote(found.get("wrong")))
+
+
 def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     """Persona, background, tone and the user's message, within the responder's budget
     (prompts/budget.py): the message whole, the background within limits.situation_tokens,
@@ -62,6 +80,8 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
         rules.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
     if state.get("origin") == "self_trigger":
         rules.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
+    if context.get("correction"):
+        rules.append(correction_rule(p, context["correction"]))
     message = state["user_text"]
 
     def assemble(

@@ -1,4 +1,7 @@
-"""Router: reads ONLY the raw user message; returns intent, desired tone, needs_check.
+"""Router: reads ONLY the raw user message; returns intent, desired tone, needs_check, and
+whether the message corrects or retracts something said before (``correction``: the words that
+were wrong and, for a correction, the right ones; :mod:`novaberg.memory.corrections` finds the
+memory they are about).
 
 It never sees memory, profile or timeline: what it classifies is the message alone. It is not
 essential: unusable output or a failed call gives the safe default route (:data:`FALLBACK`).
@@ -6,7 +9,7 @@ essential: unusable output or a failed call gives the safe default route (:data:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,11 +21,23 @@ from novaberg.structured import ask_structured
 SAFE_DEFAULT = {"intent": "smalltalk", "tone": "warm", "needs_check": False}
 
 
+class Correction(BaseModel):
+    """The message corrects or retracts something the user said before ("no, Munich, not
+    Berlin": ``correct``, wrong "Berlin", right "Munich"; "I don't have the dog any more":
+    ``retract``, wrong "dog")."""
+
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["correct", "retract"]
+    wrong: str = Field(min_length=1, max_length=200)
+    right: str | None = Field(None, max_length=200)
+
+
 class RouterOutput(BaseModel):
     model_config = ConfigDict(extra="ignore")
     intent: str = Field(min_length=1, max_length=60)
     tone: str = Field(min_length=1, max_length=60)
     needs_check: bool
+    correction: Correction | None = None
 
 
 async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
@@ -33,7 +48,23 @@ async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     parsed = await ask_structured(ctx, "router", messages, RouterOutput)
     if parsed is None:
         return _default_route(state, ctx)
-    return {"router": {**parsed.model_dump(), "default": False}}
+    route = parsed.model_dump()
+    if not _heard(route.get("correction"), state["user_text"]):
+        route.pop("correction", None)
+    return {"router": {**route, "default": False}}
+
+
+def _heard(correction: dict[str, Any] | None, message: str) -> bool:
+    """A correction the message really makes: its wrong words, and for a correction its right
+    ones, are in the message itself (a small model that invents one must not change a memory:
+    the router reads nothing else)."""
+    if correction is None:
+        return False
+    said = message.casefold()
+    wrong, right = correction["wrong"].strip(), (correction.get("right") or "").strip()
+    if not wrong or wrong.casefold() not in said:
+        return False
+    return correction["kind"] == "retract" or bool(right and right.casefold() in said)
 
 
 def _default_route(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

@@ -18,6 +18,10 @@ class Prompts:
     frontend_intro: str
     said_user: str
     said_nova: str
+    corrected: str
+    retracted: str
+    unmatched: str
+    ambiguous: str
     tone_line: str
     router: str
 
@@ -39,12 +43,33 @@ EN = Prompts(
     ),
     said_user="(the user said this on {day})",
     said_nova="(you said this on {day})",
+    corrected=(
+        "The user just corrected what you remembered: {old} no longer holds, and your memory "
+        "now says: {new}. Acknowledge the change briefly; never state the old version as "
+        "current."
+    ),
+    retracted=(
+        "The user just took back what you remembered: {old} no longer holds and is ended in "
+        "your memory. Acknowledge it briefly; never state it as current."
+    ),
+    unmatched=(
+        "The user corrected something about {wrong}, but you remember nothing about it: say "
+        "so plainly, and do not claim to have changed anything."
+    ),
+    ambiguous=(
+        "The user corrected something about {wrong}, which fits several things you remember: "
+        "{options}. Ask which one they mean; nothing was changed yet."
+    ),
     tone_line="Answer in a {tone} tone.",
     router=(
         "Classify the user's message. Reply with ONE JSON object and nothing else: "
         '{"intent": short label such as "smalltalk", "question", "request", "sharing", '
         '"tone": the tone the user wants back, such as "warm", "neutral", "playful", '
-        '"needs_check": true only if the answer needs facts to be checked}.'
+        '"needs_check": true only if the answer needs facts to be checked, '
+        '"correction": only if the user corrects or takes back something they told before '
+        '(such as "no, Munich, not Berlin" or "I don\'t have the dog any more"): '
+        '{"kind": "correct" or "retract", "wrong": the words that were wrong, "right": the '
+        'right words (for "correct")}, otherwise null}.'
     ),
 )
 
@@ -65,12 +90,34 @@ DE = Prompts(
     ),
     said_user="(die Person sagte das am {day})",
     said_nova="(du sagtest das am {day})",
+    corrected=(
+        "Die Person hat gerade berichtigt, was du dir gemerkt hattest: {old} gilt nicht mehr, "
+        "und dein Gedächtnis sagt jetzt: {new}. Bestätige die Änderung kurz; nenne die alte "
+        "Fassung nie als aktuell."
+    ),
+    retracted=(
+        "Die Person hat gerade zurückgenommen, was du dir gemerkt hattest: {old} gilt nicht "
+        "mehr und ist in deinem Gedächtnis beendet. Bestätige es kurz; nenne es nie als "
+        "aktuell."
+    ),
+    unmatched=(
+        "Die Person hat etwas zu {wrong} berichtigt, aber du weißt darüber nichts: sag das "
+        "offen und behaupte nicht, etwas geändert zu haben."
+    ),
+    ambiguous=(
+        "Die Person hat etwas zu {wrong} berichtigt, das zu mehreren Erinnerungen passt: "
+        "{options}. Frag, welche sie meint; noch wurde nichts geändert."
+    ),
     tone_line="Antworte in einem {tone} Ton.",
     router=(
         "Ordne die Nachricht der Person ein. Antworte mit GENAU EINEM JSON-Objekt und sonst "
         'nichts: {"intent": kurzes Etikett wie "smalltalk", "frage", "bitte", "erzaehlen", '
         '"tone": der gewünschte Ton, etwa "warm", "neutral", "verspielt", '
-        '"needs_check": true nur, wenn die Antwort Fakten prüfen muss}.'
+        '"needs_check": true nur, wenn die Antwort Fakten prüfen muss, '
+        '"correction": nur wenn die Person etwas berichtigt oder zurücknimmt, das sie früher '
+        'erzählt hat (etwa "nein, München, nicht Berlin" oder "ich habe keinen Hund mehr"): '
+        '{"kind": "correct" oder "retract", "wrong": die falschen Worte, "right": die '
+        'richtigen Worte (bei "correct")}, sonst null}.'
     ),
 )
 

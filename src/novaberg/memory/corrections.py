@@ -1,0 +1,87 @@
+"""Corrections said in conversation ("no, Munich, not Berlin", "ich habe keinen Hund mehr"):
+which memory they are about, and what it says afterwards.
+
+The router names the words that were wrong (and, for a correction, the right ones); the
+enricher asks :func:`resolve` which of the user's current items hold the wrong words. Facts
+go first (a short-term item a fact covers is no candidate anyway); exactly one item is the
+target, several saying different things are ambiguous (Nova asks, nothing changes), none is
+unmatched (Nova says she remembers nothing about it, nothing changes). The turn's own
+transaction then applies it (:func:`apply`, from ``engine/turn_store.py``): the correction is
+in memory before Nova's next answer, and a turn that fails changes nothing. The new text is
+the old one with the wrong words replaced by the right ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from novaberg.errors import UsageError
+from novaberg.memory.retrieval import query_terms
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.sql import Connection
+from novaberg.text import same_text
+
+log = logging.getLogger("novaberg")
+Outcome = Literal["correct", "retract", "unmatched", "ambiguous"]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    outcome: Outcome
+    wrong: str
+    memory_id: int | None = None
+    old: str | None = None
+    new: str | None = None
+    options: tuple[str, ...] = ()
+    """The texts of the candidates, when ambiguous."""
+
+    def trace(self) -> dict[str, Any]:
+        """For the turn's trace: ids only (the texts are the user's and may be forgotten)."""
+        return {"outcome": self.outcome, "memory_id": self.memory_id}
+
+
+def resolve(store: MemoryStore, user: str, route: dict[str, Any]) -> Resolved:
+    """Blocking (database reads): what the router's ``correction`` is about."""
+    kind, wrong = route["kind"], str(route["wrong"]).strip()
+    right = str(route.get("right") or "").strip()
+    pattern = re.compile(re.escape(wrong), re.IGNORECASE)
+    found = store.fulltext(user, query_terms(wrong), ranked=50, facts=50)
+    items = store.by_ids(user, [c.id for c in found])
+    holding = [i for i in items.values() if i.current and pattern.search(i.text)]
+    facts = [i for i in holding if i.kind == "long_term"]
+    targets = facts or holding
+    distinct = {same_text(i.text): i for i in sorted(targets, key=lambda i: -i.id)}
+    if not distinct:
+        return Resolved("unmatched", wrong)
+    if len(distinct) > 1:
+        return Resolved("ambiguous", wrong, options=tuple(i.text for i in distinct.values()))
+    target = next(iter(distinct.values()))
+    if kind == "retract":
+        return Resolved("retract", wrong, target.id, target.text)
+    new = pattern.sub(lambda _: right, target.text)
+    return Resolved("correct", wrong, target.id, target.text, new)
+
+
+def apply(
+    c: Connection, user: str, found: dict[str, Any], turn_id: int, message_id: int | None
+) -> int | None:
+    """In the turn's transaction: the correction or retraction the enricher resolved
+    (``found``: :meth:`Resolved` as the turn's context keeps it). Returns the new item's id
+    for a correction. An item that stopped being current meanwhile is left alone."""
+    outcome, memory_id = found.get("outcome"), found.get("memory_id")
+    if outcome not in ("correct", "retract") or memory_id is None:
+        return None
+    try:
+        if outcome == "retract":
+            MemoryStore.retract_in(c, user, int(memory_id))
+            return None
+        return MemoryStore.correct_in(
+            c, user, int(memory_id), str(found["new"]),
+            source_turn_id=turn_id, source_message_id=message_id,
+        )  # fmt: skip
+    except (LookupError, UsageError) as exc:  # forgotten, or changed meanwhile
+        log.info("turn %d: the correction was not applied (%s)", turn_id, exc)
+        return None
