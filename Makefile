@@ -89,5 +89,17 @@ $(OWUI_STAMP):
 	  { tail -n 40 $(OWUI_VENV)/install.log; exit 1; }
 	touch $(OWUI_STAMP)
 
-frontends: setup browser $(OWUI_STAMP)
-	OPENWEBUI_VENV=$(OWUI_VENV) $(BIN)/python -m pytest frontends -q
+# The MCP Inspector (npm, 2.12.0) in its CLI mode, a client of Nova's MCP server nobody here wrote
+# (issue 25): installed into a folder of its own, used by frontends/test_mcp_inspector.py.
+INSPECTOR_DIR   ?= .frontends/inspector
+INSPECTOR_STAMP := $(INSPECTOR_DIR)/.installed-2.12.0
+
+$(INSPECTOR_STAMP):
+	mkdir -p $(INSPECTOR_DIR)
+	npm install --no-audit --no-fund --prefix $(INSPECTOR_DIR) @modelcontextprotocol/inspector@2.12.0 >$(INSPECTOR_DIR)/install.log 2>&1 || \
+	  { tail -n 40 $(INSPECTOR_DIR)/install.log; exit 1; }
+	touch $(INSPECTOR_STAMP)
+
+frontends: setup browser $(OWUI_STAMP) $(INSPECTOR_STAMP)
+	OPENWEBUI_VENV=$(OWUI_VENV) MCP_INSPECTOR=$(INSPECTOR_DIR)/node_modules/.bin/mcp-inspector \
+	  $(BIN)/python -m pytest frontends -q
