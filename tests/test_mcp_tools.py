@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from novaberg.config import load_settings
@@ -21,7 +22,7 @@ from novaberg.engine import Engine
 from novaberg.memory.store import MemoryStore
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.tools.registry import OUTPUT_CAP
-from tests.server_helpers import novaberg_env
+from tests.server_helpers import Nova, novaberg_env, running_nova
 
 FAKE = str(Path(__file__).with_name("mcp_fake_server.py"))
 BUILTIN = {"web_search", "memory_search", "timeline", "current_time"}
@@ -171,3 +172,45 @@ def test_doctor_lists_each_server_whether_it_starts_and_its_tools(
     assert servers["gone"]["started"] is False and servers["gone"]["tools"] == []
     assert servers["gone"]["failure"].startswith("did not start")
     assert any(f.startswith("MCP server gone: did not start") for f in report["fixes"])
+
+
+async def test_an_mcp_servers_entry_with_a_url_reaches_novas_memory_as_its_keys_user(
+    server: OllamaTestServer,
+    ollama_server: OllamaTestServer,
+    isolated_env: Path,
+    engine_with: list[Engine],
+    tmp_path: Path,
+) -> None:
+    """An agent host's ``mcp.servers`` entry (here: another Nova's own config) with Nova's
+    ``/mcp`` URL and a key: its thinker recalls what that key's user told Nova, not another's."""
+    with running_nova(ollama_server, tmp_path / "served", ("ada", "bob")) as nova:
+        await _remember_over_mcp(nova, "ada", "I play the cello.")
+        await _remember_over_mcp(nova, "bob", "I play the cello badly.")
+        table = (
+            f'[mcp.servers.nova]\nurl = "{nova.url}/mcp"\n'
+            f'headers = {{ Authorization = "Bearer {nova.keys["ada"]}" }}\n'
+        )
+        write_config(isolated_env, [table])
+        engine = await open_engine(engine_with)
+        server.script("responder", Reply(content=ANSWER))
+        server.script(
+            "thinker", tool_call("nova__recall", query="cello"), Reply(content="RESULT: OK")
+        )
+        result = await engine.run_turn("What instrument do I play?")
+    assert result.reply == ANSWER
+    first, second = [r.body for r in server.requests("/api/chat", caller="thinker")]
+    assert {"nova__recall", "nova__remember", "nova__talk"} <= declared(first)
+    [output] = tool_messages(second)
+    assert "I play the cello." in output and "badly" not in output
+    assert not [n for n in result.trace.notices if n.startswith("mcp:")]
+
+
+async def _remember_over_mcp(nova: Nova, user: str, text: str) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        httpx2.AsyncClient(headers=nova.auth(user), timeout=60) as http,
+        Client(streamable_http_client(f"{nova.url}/mcp", http_client=http)) as client,
+    ):
+        assert not (await client.call_tool("remember", {"text": text})).is_error

@@ -27,8 +27,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import mcp_types
 from pydantic import BaseModel, ConfigDict
@@ -116,13 +117,15 @@ class Link:
         from mcp import Client
 
         try:
-            with _stderr() as errlog:
-                async with Client(self._transport(errlog), client_info=_ME) as client:
-                    self.listed = (await client.list_tools()).tools[:MAX_TOOLS]
-                    self._client = client
-                    self.started = True
-                    ready.set_result(None)
-                    await self._stop.wait()
+            async with (
+                self._transport() as transport,
+                Client(transport, client_info=_ME) as client,
+            ):
+                self.listed = (await client.list_tools()).tools[:MAX_TOOLS]
+                self._client = client
+                self.started = True
+                ready.set_result(None)
+                await self._stop.wait()
         except BaseException as exc:
             if not ready.done() and isinstance(exc, Exception):
                 ready.set_exception(exc)
@@ -135,7 +138,10 @@ class Link:
         finally:
             self._client = None
 
-    def _transport(self, errlog: TextIO) -> Any:
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Any]:
+        """The SDK's transport to the server (not yet entered), and what it needs closed
+        after: a stdio server's stderr sink (its text is not ours to log), an HTTP client."""
         spec = self.spec
         if spec.command is not None:
             from mcp import StdioServerParameters
@@ -143,15 +149,20 @@ class Link:
 
             env = {k: v.get_secret_value() for k, v in spec.env.items()}
             params = StdioServerParameters(command=spec.command, args=spec.args, env=env)
-            return stdio_client(params, errlog=errlog)
+            sink = await asyncio.to_thread(open, os.devnull, "w", encoding="utf-8")
+            try:
+                yield stdio_client(params, errlog=sink)
+            finally:
+                sink.close()
+            return
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {k: v.get_secret_value() for k, v in spec.headers.items()}
-        timeout = httpx2.Timeout(self.config.call_timeout_s, read=self.config.call_timeout_s)
-        http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+        limit = self.config.call_timeout_s
         assert spec.url is not None
-        return streamable_http_client(spec.url, http_client=http)
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(limit)) as http:
+            yield streamable_http_client(spec.url, http_client=http)
 
     async def _halt(self, wait_s: float = STOP_S) -> None:
         """Stop the keeper task (the client closes, a stdio server is ended), cancelled
@@ -211,13 +222,6 @@ _ME = mcp_types.Implementation(name="novaberg", version=__version__)
 def _retrieved(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-@contextlib.contextmanager
-def _stderr() -> Any:
-    """Where a stdio server's stderr goes: nowhere (its text is not ours to log)."""
-    with open(os.devnull, "w", encoding="utf-8") as sink:
-        yield sink
 
 
 def _kind(exc: BaseException) -> str:
