@@ -321,7 +321,7 @@ class Server(BaseModel):
     rate_limit_per_minute: int = Field(
         120,
         ge=0,
-        description="requests per minute each user may send to /v1 and /api (a token bucket "
+        description="requests per minute each user may send to /v1, /api and /mcp (a token bucket "
         "holding a minute's worth; more is refused with 429 and Retry-After); 0: no limit",
     )
     max_queue: int = Field(

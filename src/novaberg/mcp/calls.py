@@ -121,8 +121,13 @@ class TalkResult(BaseModel):
     conversation_id: int
 
 
+ITEM_FIELDS = tuple(Item.model_fields)
+
+
 def _item(memory: MemoryItem) -> dict[str, Any]:
-    return {k: v for k, v in memory.view().items() if k in Item.model_fields}
+    # the attributes themselves: view() (dataclasses.asdict) deep-copies every field, a
+    # third of a 50-item recall's time
+    return {k: getattr(memory, k) for k in ITEM_FIELDS}
 
 
 async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
