@@ -16,18 +16,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from novaberg.engine import Engine
-from novaberg.engine.remembered import remember_statement
-from novaberg.engine.service import Answer, Failed, Stored, TurnAsk, TurnService
 from novaberg.errors import BackendError, ModelOutputError, NovabergError
-from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
-from novaberg.memory.store import MemoryItem, MemoryStore
-from novaberg.telemetry import Trace
-from novaberg.validation import validate_message
+
+if TYPE_CHECKING:  # the engine's modules load with the engine (novaberg mcp answers first)
+    from novaberg.engine import Engine
+    from novaberg.engine.service import TurnService
+    from novaberg.memory.store import MemoryItem
 
 MAX_ID = 2**63 - 1
 TIMELINE_BACK_DAYS = 1
@@ -131,6 +129,9 @@ def _item(memory: MemoryItem) -> dict[str, Any]:
 
 
 async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
+    from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
+    from novaberg.telemetry import Trace
+
     engine = seat.engine
     found = await recall(
         engine.db, engine.settings, seat.user, query, queue=engine.queue, trace=Trace(),
@@ -144,6 +145,8 @@ async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
 
 
 async def do_remember(seat: Seat, text: str) -> RememberResult:
+    from novaberg.engine.remembered import remember_statement
+
     engine = seat.engine
     via = f"MCP, {seat.client}" if seat.client else "MCP"
     done = await engine.db.run(
@@ -155,6 +158,8 @@ async def do_remember(seat: Seat, text: str) -> RememberResult:
 
 
 async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
+    from novaberg.memory.store import MemoryStore
+
     store = MemoryStore(seat.engine.db)
     # forget compacts the files (a checkpoint, or VACUUM FULL): in a worker, never the loop
     done = (
@@ -171,6 +176,8 @@ async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
 
 
 async def do_timeline(seat: Seat, start: date | None, end: date | None) -> TimelineResult:
+    from novaberg.memory.store import MemoryStore
+
     today = date.today()
     first = start or today - timedelta(days=TIMELINE_BACK_DAYS)
     last = end or max(first, today) + timedelta(days=TIMELINE_AHEAD_DAYS)
@@ -184,6 +191,8 @@ async def do_timeline(seat: Seat, start: date | None, end: date | None) -> Timel
 
 
 async def do_profile(seat: Seat) -> ProfileResult:
+    from novaberg.memory.store import MemoryStore
+
     store = MemoryStore(seat.engine.db)
     parts = await store.db.run(store.profile, seat.user)
     shown = {
@@ -212,6 +221,9 @@ async def _conversation(seat: Seat, conversation_id: int | None) -> int:
 async def do_talk(seat: Seat, message: str, conversation_id: int | None) -> TalkResult:
     """One turn, admitted by the engine's turn service as ``/api/turns`` admits it; a client
     that cancels before the answer reached it aborts the turn (stored as aborted)."""
+    from novaberg.engine.service import Answer, Failed, Stored, TurnAsk
+    from novaberg.validation import validate_message
+
     text = validate_message(message, seat.engine.settings)
     conversation = await _conversation(seat, conversation_id)
     turn = seat.service.admit(TurnAsk(seat.user, text, conversation))  # refused: nothing began

@@ -2,8 +2,9 @@
 ``NOVABERG_USER``, the home as for every command), the way Claude Desktop, Cursor and LM
 Studio start a local server.
 
-The protocol answers at once: the engine (database, backends, graph) opens beside it, and a
-tool call waits for it. stdout carries the protocol alone; logs and notices go to stderr.
+The protocol answers at once: the engine (its modules, database, backends, graph) loads and
+opens beside it, and a tool call waits for it. stdout carries the protocol alone; logs and
+notices go to stderr.
 The turns of ``talk`` run on this process's own turn service, its memory jobs in this
 process's loop; what is still running when the client closes stdin is stored as aborted.
 """
@@ -11,15 +12,19 @@ process's loop; what is still running when the client closes stdin is stored as 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import Context
 
 from novaberg.config import Settings
-from novaberg.engine import Engine
-from novaberg.engine.service import TurnService
 from novaberg.mcp.calls import Seat
 from novaberg.mcp.server import build_server, client_name
+
+if TYPE_CHECKING:
+    from novaberg.engine import Engine
+    from novaberg.engine.service import TurnService
 
 log = logging.getLogger("novaberg.mcp")
 GRACE_S = 5.0
@@ -37,6 +42,12 @@ class Opening:
         self._task = asyncio.create_task(self._open())
 
     async def _open(self) -> tuple[Engine, TurnService]:
+        # the engine's modules (langgraph, the backends: 0.6 s) load in a thread, so that the
+        # protocol answers meanwhile
+        await asyncio.to_thread(importlib.import_module, "novaberg.engine.service")
+        from novaberg.engine import Engine
+        from novaberg.engine.service import TurnService
+
         engine = await Engine.open(self.settings)
         for notice in engine.notices:
             log.warning("notice: %s", notice)
