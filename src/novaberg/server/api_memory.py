@@ -156,7 +156,7 @@ async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
 
 class Correction(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT, description="What it says now.")
+    text: str | None = Field(None, max_length=MEMORY_TEXT_LIMIT, description="What it says now.")
 
 
 @router.patch(
@@ -173,10 +173,13 @@ async def correct(
     """Correct a memory (``memory correct``): the new current version, the old one kept in its
     history with ``valid_to`` and ``superseded_by``."""
     store = _store(request)
-    if not 1 <= memory_id <= MAX_ID:
+    # whose it is first: another user's id answers exactly as a missing one, whatever the body
+    if not 1 <= memory_id <= MAX_ID or await store.db.run(store.get, user, memory_id) is None:
         raise _missing(memory_id)
+    if not (correction.text or "").strip():
+        raise ApiProblem(400, 'A correction needs its text: send {"text": "what it says now"}.')
     try:
-        new = await store.db.run(store.correct, user, memory_id, correction.text)
+        new = await store.db.run(store.correct, user, memory_id, correction.text or "")
     except UsageError as exc:
         raise ApiProblem(409 if "no longer current" in str(exc) else 400, str(exc)) from None
     if new is None:
