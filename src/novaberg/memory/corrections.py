@@ -14,7 +14,6 @@ the old one with the wrong words replaced by the right ones.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,10 +46,11 @@ def resolve(store: MemoryStore, user: str, route: dict[str, Any]) -> Resolved:
     """Blocking (database reads): what the router's ``correction`` is about."""
     kind, wrong = route["kind"], str(route["wrong"]).strip()
     right = str(route.get("right") or "").strip()
-    pattern = re.compile(re.escape(wrong), re.IGNORECASE)
+    if not wrong:
+        return Resolved("unmatched", wrong)
     found = store.fulltext(user, query_terms(wrong), ranked=50, facts=50)
     items = store.by_ids(user, [c.id for c in found])
-    holding = [i for i in items.values() if i.current and pattern.search(i.text)]
+    holding = [i for i in items.values() if i.current and wrong.lower() in i.text.lower()]
     facts = [i for i in holding if i.kind == "long_term"]
     targets = facts or holding
     distinct = {same_text(i.text): i for i in sorted(targets, key=lambda i: -i.id)}
@@ -61,8 +61,20 @@ def resolve(store: MemoryStore, user: str, route: dict[str, Any]) -> Resolved:
     target = next(iter(distinct.values()))
     if kind == "retract":
         return Resolved("retract", wrong, target.id, target.text)
-    new = pattern.sub(lambda _: right, target.text)
-    return Resolved("correct", wrong, target.id, target.text, new)
+    return Resolved("correct", wrong, target.id, target.text, swap(target.text, wrong, right))
+
+
+def swap(text: str, wrong: str, right: str) -> str:
+    """``text`` with every ``wrong`` (any case) replaced by ``right``; no pattern is built
+    from the user's words."""
+    low, needle = text.lower(), wrong.lower()
+    if len(low) != len(text):  # a letter whose lower case is longer: exact case only
+        return text.replace(wrong, right)
+    out, at = [], 0
+    while (hit := low.find(needle, at)) >= 0:
+        out += [text[at:hit], right]
+        at = hit + len(wrong)
+    return "".join([*out, text[at:]])
 
 
 def apply(
