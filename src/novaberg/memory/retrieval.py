@@ -28,6 +28,11 @@ recent and important. The best are packed into the token budget. Every returned 
 it was chosen, naming the signal ("words: 'sister'", "meaning: 0.71 similar"); the enricher puts
 those reasons into the turn's trace.
 
+Beside the items, :func:`recall` can look through the user's stored messages (``messages``,
+:class:`Heed`): the conversation as memory, found by its words alone (:meth:`Retriever.heard`,
+``MemoryStore.said``), returned apart in :attr:`Recall.heard`, each dated and marked with whose
+it was.
+
 :func:`recall` is the one entry for the enricher, the thinker's ``memory_search``, ``novaberg
 memory search`` and the API: it embeds the message (off the event loop), retrieves in the
 database's worker thread, and falls back to full text with a notice when the embedder is
