@@ -30,7 +30,7 @@ from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
 USERS = tuple(
-    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex".split()  # noqa: SIM905
+    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam".split()  # noqa: SIM905
 )
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
@@ -199,6 +199,39 @@ def test_a_last_resorts_follow_up_appears_without_a_reload(
     expect(why.locator(".badge.thinker-last_resort")).to_have_text("last_resort")
     expect(why.locator(".badge.outcome-think_split_prose").first).to_be_visible()
     expect(why.locator(".badge.outcome-malformed").first).to_be_visible()
+
+
+def test_a_memory_is_corrected_in_place_and_retracted_from_the_page(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["sam"])
+    server.script("salience", salient("The user's sister Quillana lives in Berlin."))
+    send(page, "My sister Quillana lives in Berlin.")
+    expect(page.locator("#messages .message.nova .text")).not_to_be_empty()
+    page.get_by_role("link", name="Memory").click()
+    items = page.locator("#memory-list .memory-item")
+    old = items.filter(has_text="Quillana lives in Berlin").first
+    old.get_by_role("button", name=re.compile("^Edit")).click()
+    field = page.get_by_label("What it says now")
+    expect(field).to_be_focused()
+    field.fill("The user's sister Quillana lives in Munich.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#memory-summary")).to_contain_text("Corrected")
+    current = items.filter(has_text="lives in Munich")
+    expect(current).to_have_count(1)
+    ended = items.filter(has_text="lives in Berlin").first
+    expect(ended.locator(".badge-superseded")).to_have_text("superseded")  # kept, not current
+    expect(ended.get_by_role("button", name=re.compile("^Edit"))).to_have_count(0)
+    current.get_by_role("button", name=re.compile("^Retract")).click()
+    expect(page.locator("#memory-summary")).to_contain_text("Retracted")
+    expect(items.filter(has_text="lives in Munich").locator(".badge-superseded")).to_have_text(
+        "retracted"
+    )
+    found = httpx.get(
+        f"{nova.url}/api/memory", params={"query": "Quillana"}, headers=nova.auth("sam")
+    ).json()["items"]
+    assert not [i for i in found if "Quillana lives" in i["text"]]  # nothing current is left
 
 
 def test_forget_a_memory_and_it_is_gone_from_list_and_search(

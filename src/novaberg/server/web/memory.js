@@ -25,7 +25,7 @@ function itemRow(m) {
     h(
       "p",
       { class: "meta" },
-      superseded(m) ? h("span", { class: "badge badge-superseded" }, t("superseded")) : null,
+      superseded(m) ? h("span", { class: "badge badge-superseded" }, t(m.superseded_by ? "superseded" : "retracted")) : null,
       meta.join(" · "),
       m.source_turn_id
         ? h("button", { type: "button", class: "link provenance", onclick: () => openWhy(m.source_turn_id) }, t("from_turn", { id: m.source_turn_id }))
@@ -33,10 +33,52 @@ function itemRow(m) {
     ),
   );
   if (m.reason) li.append(h("p", { class: "reason" }, `${m.reason}${m.score !== undefined ? ` (${m.score})` : ""}`));
+  const what = m.text.slice(0, 60);
+  if (!superseded(m)) {
+    li.append(
+      h("button", { type: "button", class: "edit", "aria-label": `${t("edit")}: ${what}`, onclick: () => edit(li, m) }, t("edit")),
+      h("button", { type: "button", class: "retract", "aria-label": `${t("retract")}: ${what}`, onclick: () => retract(m.id) }, t("retract")),
+    );
+  }
   li.append(
-    h("button", { type: "button", class: "danger forget", "aria-label": `${t("forget")}: ${m.text.slice(0, 60)}`, onclick: () => forget(m.id) }, t("forget")),
+    h("button", { type: "button", class: "danger forget", "aria-label": `${t("forget")}: ${what}`, onclick: () => forget(m.id) }, t("forget")),
   );
   return li;
+}
+
+/** Edit in place: the item's text in a field, saved as a correction (PATCH /api/memory/ID). */
+function edit(li, m) {
+  const field = h("textarea", { class: "edit-text", "aria-label": t("new_text"), rows: 2 });
+  field.value = m.text;
+  const form = h(
+    "form",
+    { class: "edit-form" },
+    field,
+    h("button", { type: "submit" }, t("save")),
+    h("button", { type: "button", onclick: () => loadItems(lastQuery) }, t("cancel")),
+  );
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    try {
+      await request("PATCH", `/api/memory/${m.id}`, { json: { text: field.value } });
+      await loadItems(lastQuery);
+      setText($("memory-summary"), t("corrected_done"));
+    } catch (err) {
+      errorBanner(err);
+    }
+  };
+  li.querySelector(".memory-text").replaceWith(form);
+  field.focus();
+}
+
+async function retract(id) {
+  try {
+    await request("POST", `/api/memory/${id}/retract`);
+    await loadItems(lastQuery);
+    setText($("memory-summary"), t("retracted_done"));
+  } catch (err) {
+    errorBanner(err);
+  }
 }
 
 let lastQuery = null;
