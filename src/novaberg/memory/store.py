@@ -578,19 +578,7 @@ class MemoryStore:
         if c is None:
             with self.db.transaction() as tx:
                 return self.set_profile(user, part, statements, tx)
-        version = 1 + int(
-            c.execute(
-                "SELECT COALESCE(MAX(version), 0) AS v FROM profiles "
-                "WHERE user_id = ? AND part = ?",
-                (user, part),
-            ).scalar()
-        )
-        c.execute(
-            "INSERT INTO profiles (user_id, part, version, text, statements, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (user, part, version, _profile_text(statements), _statements_json(statements), now()),
-        )
-        return version
+        return _new_profile_version(c, user, part, statements)
 
     def set_profile_text(self, user: str, part: ProfilePart, text: str) -> int:
         """A profile version written by hand (tests, eval scenarios): one sourceless line."""
@@ -1012,12 +1000,30 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+def _new_profile_version(
+    c: Connection, user: str, part: str, statements: Sequence[Statement]
+) -> int:
+    """Store the next version of one profile part; return its number."""
+    version = 1 + int(
+        c.execute(
+            "SELECT COALESCE(MAX(version), 0) AS v FROM profiles WHERE user_id = ? AND part = ?",
+            (user, part),
+        ).scalar()
+    )
+    c.execute(
+        "INSERT INTO profiles (user_id, part, version, text, statements, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (user, part, version, _profile_text(statements), _statements_json(statements), now()),
+    )
+    return version
+
+
 def _drop_from_profiles(c: Connection, user: str, memory_id: int) -> None:
     """A new version of each profile part whose current statements rest on ``memory_id``,
     without them (the profile job rebuilds from what is current)."""
     for part in ("core", "adaptive"):
         rows = c.execute(
-            "SELECT version, statements FROM profiles WHERE user_id = ? AND part = ? "
+            "SELECT statements FROM profiles WHERE user_id = ? AND part = ? "
             "ORDER BY version DESC LIMIT 1",
             (user, part),
         ).rows
@@ -1026,12 +1032,7 @@ def _drop_from_profiles(c: Connection, user: str, memory_id: int) -> None:
         statements = _statements(rows[0]["statements"])
         kept = [s for s in statements if memory_id not in s.sources]
         if len(kept) != len(statements):
-            c.execute(
-                "INSERT INTO profiles (user_id, part, version, text, statements, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (user, part, int(rows[0]["version"]) + 1, _profile_text(kept),
-                 _statements_json(kept), now()),
-            )  # fmt: skip
+            _new_profile_version(c, user, part, kept)
 
 
 def _drop_statements(c: Connection, place: Place, scopes: dict[str, Any], stamp: str) -> int:
