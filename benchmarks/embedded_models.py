@@ -43,8 +43,8 @@ from novaberg.config import EmbeddedModel, Timeouts
 from novaberg.echo import EchoGuard
 from novaberg.nodes.responder import instruction_texts
 from novaberg.nodes.router import RouterOutput
-from novaberg.nodes.salience import OUTPUT, ROLE, SalienceOutput
 from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
+from novaberg.prompts.salience import OUTPUT, ROLE, SalienceOutput
 from novaberg.prompts.templates import Prompts, prompts_for
 from novaberg.structured import parse_json_object, schema_of
 

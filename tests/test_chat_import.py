@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +19,10 @@ from novaberg.config import Settings, load_settings
 from novaberg.engine.chat_formats import parse
 from novaberg.errors import UsageError
 from novaberg.memory.retrieval import Heed, recall
+from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.storage.db import Database
-from tests.test_cli import run
+from novaberg.testing import Match, OllamaTestServer, Reply
+from tests.test_cli import NOVABERG, run
 
 OPENWEBUI = [
     {
@@ -171,3 +176,124 @@ def test_nul_bytes_are_removed_with_a_notice() -> None:
     parsed = parse(raw.encode())
     assert parsed.chats[0].messages[0].text == "Hi there"
     assert any("NUL bytes" in n for n in parsed.notices)
+
+
+# -- --remember: salience and the memory jobs over the imported user messages -------------
+REMEMBERED = {
+    "conversations": [
+        {
+            "id": "family",
+            "messages": [
+                {"role": "user", "content": "Hello there.", "at": "2024-03-01T09:00:00Z"},
+                {"role": "assistant", "content": "Your brother Quillon says hi.",
+                 "at": "2024-03-01T09:00:02Z"},
+                {"role": "user", "content": "My sister Wenna lives in Tromsø.",
+                 "at": "2024-03-02T09:00:00Z"},
+                {"role": "assistant", "content": "Quillon must miss her.",
+                 "at": "2024-03-02T09:00:02Z"},
+                {"role": "user", "content": "Nice weather today.", "at": "2024-03-03T09:00:00Z"},
+            ],
+        }
+    ]
+}  # fmt: skip
+SALIENT = Reply(content='{"score": 0.9, "summary": "The user\'s sister Wenna lives in Tromsø."}')
+SMALL_TALK = Reply(content='{"score": 0.1, "summary": ""}')
+
+
+def _script_salience(server: OllamaTestServer) -> None:
+    server.standing("salience", SMALL_TALK)
+    # twice: an interrupted run's request may have taken the first
+    server.script("salience", SALIENT, SALIENT, match=Match(contains="Wenna"))
+
+
+def _memories() -> list[MemoryItem]:
+    settings = load_settings().settings
+    db = Database(settings.database)
+    try:
+        return MemoryStore(db).items(settings.user, kind="short_term")
+    finally:
+        db.close()
+
+
+def _weigh_events() -> list[str]:
+    settings = load_settings().settings
+    db = Database(settings.database)
+    try:
+        return [r["status"] for r in db.query("SELECT status FROM events WHERE type = 'weigh'")]
+    finally:
+        db.close()
+
+
+def test_remember_weighs_each_imported_user_message_once_never_the_other_assistant(
+    ollama_env: OllamaTestServer, tmp_path: Path
+) -> None:
+    _script_salience(ollama_env)
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(REMEMBERED), encoding="utf-8")
+    assert run("import-chats", str(path)).returncode == 0  # imported first without --remember
+    assert ollama_env.requests("/api/chat") == []
+    done = run("import-chats", str(path), "--remember", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["skipped"] == 1
+    assert out["remember"]["estimate"]["messages"] == 3
+    assert out["remember"]["estimate"]["calls"][0] == 3
+    assert "Remembering 3 imported message(s)" in " ".join(done.stderr.split())
+    assert (out["remember"]["weighed"], out["remember"]["remembered"]) == (3, 1)
+    assert out["remember"]["jobs"] >= 3  # consolidate, timeline, profile_adaptive at least
+    weighed = ollama_env.requests("/api/chat", caller="salience")
+    assert len(weighed) == 3
+    prompts = [json.dumps(r.body["messages"], ensure_ascii=False) for r in weighed]
+    assert not any("Quillon" in p for p in prompts)  # the other system's assistant: never
+    [item] = _memories()
+    assert item.text == "The user's sister Wenna lives in Tromsø."
+    assert item.valid_from.startswith("2024-03-02")  # dated by the message, not by the import
+    again = run("import-chats", str(path), "--remember", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["remember"]["weighed"] == 0
+    assert len(ollama_env.requests("/api/chat", caller="salience")) == 3  # nothing twice
+    assert len(_memories()) == 1
+
+
+def test_an_interrupted_remember_goes_on_where_it_stopped(
+    ollama_env: OllamaTestServer, tmp_path: Path
+) -> None:
+    _script_salience(ollama_env)
+    ollama_env.set_delay(0.5)
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(REMEMBERED), encoding="utf-8")
+    first = subprocess.Popen(
+        [*NOVABERG, "import-chats", str(path), "--remember"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(ollama_env.requests("/api/chat", caller="salience")) < 2:  # one answered
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert "run the same command again to go on" in " ".join(err.split())
+    statuses = _weigh_events()
+    assert len(statuses) == 3 and 1 <= statuses.count("done") < 3
+    ollama_env.set_delay(0.0)
+    second = run("import-chats", str(path), "--remember", "--json")
+    assert second.returncode == 0, second.stderr
+    out = json.loads(second.stdout)
+    assert out["skipped"] == 1 and out["remember"]["weighed"] == 3 - statuses.count("done")
+    assert _weigh_events() == ["done", "done", "done"]
+    assert [m.text for m in _memories()] == ["The user's sister Wenna lives in Tromsø."]
+
+
+def test_remember_is_refused_on_the_embedded_model_before_anything_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_BACKEND", "embedded")
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(PLAIN), encoding="utf-8")
+    done = run("import-chats", str(path), "--remember")
+    assert done.returncode != 0
+    assert "embedded model" in " ".join(done.stderr.split())
+    assert _heard("Kyrgrad") == []

@@ -27,7 +27,7 @@ from novaberg.testing import OllamaTestServer, Reply
 from tests.server_helpers import Nova, novaberg_env, running_nova, wait_for
 from tests.test_forget_leaves_nothing import places_holding
 
-TOOLS = {"recall", "remember", "forget", "timeline", "profile", "talk"}
+TOOLS = {"recall", "remember", "forget", "correct", "retract", "timeline", "profile", "talk"}
 WORD = "Quelliphant"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -198,6 +198,33 @@ async def test_http_memory_is_the_keys_users_and_another_user_finds_nothing(
         assert kept["id"] in recalled_ids(await ada.call_tool("recall", {"query": "Mitzi"}))
 
 
+async def test_correct_and_retract_over_mcp_are_the_stores_and_end_the_old_version(
+    nova: Nova,
+) -> None:
+    async with http_client(nova, "ada") as ada:
+        kept = result(await ada.call_tool("remember", {"text": "My dog is called Brimbo."}))
+        async with http_client(nova, "bob") as bob:  # another user's id: missing, whatever
+            refused = await bob.call_tool("correct", {"memory_id": kept["id"], "text": "x"})
+            assert error_text(refused).endswith(f"There is no memory {kept['id']}.")
+        fixed = result(
+            await ada.call_tool(
+                "correct", {"memory_id": kept["id"], "text": "My dog is called Brimbolt."}
+            )
+        )
+        assert fixed["replaces"] == kept["id"]
+        new = fixed["memory"]
+        assert new["text"] == "My dog is called Brimbolt." and new["valid_to"] is None
+        found = recalled_ids(await ada.call_tool("recall", {"query": "Brimbo Brimbolt dog"}))
+        assert new["id"] in found and kept["id"] not in found  # the old one: never current
+        again = await ada.call_tool("correct", {"memory_id": kept["id"], "text": "y"})
+        assert "no longer current" in error_text(again)
+        ended = result(await ada.call_tool("retract", {"memory_id": new["id"]}))
+        assert ended["memory"]["id"] == new["id"] and ended["memory"]["valid_to"] is not None
+        assert ended["replaces"] is None
+        found = recalled_ids(await ada.call_tool("recall", {"query": "Brimbolt"}))
+        assert new["id"] not in found
+
+
 async def test_a_front_end_keys_end_users_are_separated(nova: Nova) -> None:
     async with http_client(nova, "owui", **{"X-OpenWebUI-User-Id": "u-1"}) as first:
         kept = result(await first.call_tool("remember", {"text": "I play the oboe."}))
@@ -293,5 +320,7 @@ def test_novaberg_mcp_help_names_the_tools_and_the_http_door() -> None:
         check=True,
         env={**os.environ, "COLUMNS": "100"},
     ).stdout
-    assert "recall, remember, forget, timeline, profile and talk" in " ".join(shown.split())
+    assert "recall, remember, forget, correct, retract, timeline, profile and talk" in " ".join(
+        shown.split()
+    )
     assert "/mcp" in shown

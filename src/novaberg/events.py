@@ -114,11 +114,12 @@ class EventQueue:
         types: tuple[str, ...],
         turn_id: int | None = None,
         settled_before: str | None = None,
+        user: str | None = None,
     ) -> Event | None:
         """Claim the oldest claimable event of these types (of one turn, if given) for this
         process, atomically; ``None`` when there is none. ``settled_before`` (a timestamp):
         only events whose turn ended (done, failed or aborted) before then — what no running
-        turn will still drain itself."""
+        turn will still drain itself. ``user``: only events of that user's conversations."""
         self._release_dead()
         stamp = now()
         until = (datetime.now(UTC) + timedelta(seconds=self.lease_s)).isoformat(
@@ -135,12 +136,18 @@ class EventQueue:
                 " AND turn_id IN (SELECT t.id FROM turns t WHERE t.status <> 'running' "
                 "AND t.finished_at < ?)"
             )
+        if user is not None:
+            scope += (
+                " AND conversation_id IN (SELECT c.id FROM conversations c WHERE c.user_id = ?)"
+            )
         lock = " FOR UPDATE SKIP LOCKED" if self.db.dialect == "postgres" else ""
         params: list[Any] = [self.me, until, stamp, *types, stamp]
         if turn_id is not None:
             params.append(turn_id)
         if settled_before is not None:
             params.append(settled_before)
+        if user is not None:
+            params.append(user)
         params.append(stamp)
         with self.db.transaction() as c:
             row = c.execute(

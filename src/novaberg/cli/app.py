@@ -212,8 +212,8 @@ def mcp(user: UserOpt = None, verbose: VerboseOpt = False) -> None:
     """Serve Nova's memory and turns to an MCP client over stdin/stdout, as one user.
 
     For Claude Desktop, Cursor, LM Studio and agent hosts that start a local server: tools
-    recall, remember, forget, timeline, profile and talk (README: MCP). Over HTTP the same
-    tools are at /mcp on `novaberg serve`, the key deciding the user."""
+    recall, remember, forget, correct, retract, timeline, profile and talk (README: MCP).
+    Over HTTP the same tools are at /mcp on `novaberg serve`, the key deciding the user."""
     from novaberg.cli.mcp_cmd import run_mcp
 
     run_mcp(user=user, verbose=verbose)
@@ -239,37 +239,24 @@ def import_chats(
             "--format", help="auto | openwebui | sillytavern | chatgpt | plain (see the README)."
         ),
     ] = "auto",
+    remember: Annotated[
+        bool,
+        typer.Option(
+            "--remember",
+            help="Also weigh your imported messages (salience) and run the memory jobs over "
+            "those worth remembering, at background priority; the cost in model calls is "
+            "printed first. Not on the embedded model. Interrupted: run it again to go on.",
+        ),
+    ] = False,
     user: UserOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Bring your chats from Open WebUI, SillyTavern or ChatGPT: each becomes a conversation,
     found by its words as Nova's own history (checked whole first; importing twice adds
     nothing)."""
-    from pathlib import Path
+    from novaberg.cli.import_cmd import run_import
 
-    from novaberg.cli.common import guarded, load
-    from novaberg.cli.memory import _read
-    from novaberg.cli.safe import dumps, echo
-    from novaberg.engine.chat_formats import parse
-    from novaberg.engine.chat_import import import_chats as store
-    from novaberg.storage.db import Database
-
-    settings = guarded(lambda: load(user).settings)
-    parsed = guarded(lambda: parse(_read(Path(file)), fmt, name=file))
-    db = guarded(lambda: Database(settings.database, settings.timeouts.database_s))
-    try:
-        done = guarded(lambda: store(db, settings.user, parsed))
-    finally:
-        db.close()
-    if as_json:
-        typer.echo(dumps(done.view()))
-        return
-    for notice in dict.fromkeys(parsed.notices):
-        echo(f"notice: {notice}", err=True)
-    echo(
-        f"Imported {done.conversations} conversation(s) with {done.messages} message(s) "
-        f"({parsed.format}); {done.skipped} imported before, left as they were."
-    )
+    run_import(file, fmt, user, remember, as_json)
 
 
 @app.command("test-server")

@@ -1,5 +1,6 @@
-"""The memory-job policy: which jobs a new memory item gets, and running waiting jobs as a
-task beside the turns of this process (at background priority in the shared model queue).
+"""Running waiting memory jobs as a task beside the turns of this process (at background
+priority in the shared model queue); which jobs a new item gets is
+:mod:`novaberg.memory.job_policy`.
 
 The jobs themselves live in :mod:`novaberg.memory.jobs`; each gets a fresh
 :class:`~novaberg.memory.job_context.JobContext` and runs for the user whose conversation
@@ -14,40 +15,17 @@ import logging
 from typing import TYPE_CHECKING
 
 from novaberg import otel
-from novaberg.config import Memory, Settings
+from novaberg.config import Settings
 from novaberg.errors import NovabergError, error_kind
 from novaberg.events import EventQueue
 from novaberg.memory.job_context import JobContext
-from novaberg.memory.store import MemoryStore
 from novaberg.queue import ModelQueue
 from novaberg.storage.db import Database
-from novaberg.storage.sql import Connection
 
 if TYPE_CHECKING:
     from novaberg.memory.jobs import JobOutcome
 
 log = logging.getLogger("novaberg")
-
-
-def enqueue_memory_jobs(
-    c: Connection,
-    events: EventQueue,
-    memory: Memory,
-    user: str,
-    memory_id: int,
-    turn_id: int,
-    conversation: int,
-) -> list[int]:
-    """Enqueue the jobs of a new short-term item inside the turn's transaction ``c``: always
-    ``consolidate``, ``timeline`` and ``profile_adaptive``; ``profile_core`` every
-    ``memory.core_every`` items of the user. None when ``memory.jobs`` is off."""
-    if not memory.jobs:
-        return []
-    types = ["consolidate", "timeline", "profile_adaptive"]
-    if MemoryStore.count(c, user, "short_term") % memory.core_every == 0:
-        types.append("profile_core")
-    payload = {"memory_id": memory_id, "turn_id": turn_id}
-    return [events.enqueue(conversation, turn_id, t, payload, c) for t in types]
 
 
 def warm_dateparser() -> None:

@@ -62,6 +62,10 @@ class Parsed:
     chats: list[Chat]
     notices: list[str]
 
+    @property
+    def messages(self) -> int:
+        return sum(len(chat.messages) for chat in self.chats)
+
 
 def parse(raw: bytes, fmt: str = "auto", *, name: str = "the file") -> Parsed:
     """The chats of an export; :class:`UsageError` naming what is wrong when it is not one."""

@@ -7,14 +7,22 @@ All in one transaction: a file is imported whole or not at all. Importing it aga
 nothing: each chat is remembered by a key of its format and its source's id (or its words) in
 ``conversation_aliases``. Nothing here makes memory items: what becomes a fact is for
 salience, and another system's assistant is never a source of facts about the user.
+
+With ``remember``, each imported user message (of this file's chats, imported now or
+before) that has none yet gets a ``weigh`` event in the same transaction, oldest message
+first: salience over the message alone (:func:`~novaberg.memory.jobs.weigh`), run by
+``import-chats --remember`` at background priority; its events are what makes an
+interrupted run resumable (running the command again goes on where it stopped).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from novaberg.engine.chat_formats import Chat, Parsed
+from novaberg.events import EventQueue
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 
@@ -25,6 +33,8 @@ class Imported:
     messages: int
     skipped: int
     """Chats imported before (the same key): left as they are."""
+    to_weigh: int = 0
+    """``weigh`` events enqueued now (with ``remember``): user messages that had none."""
 
     def view(self) -> dict[str, int]:
         return {
@@ -34,24 +44,61 @@ class Imported:
         }
 
 
-def import_chats(db: Database, user: str, parsed: Parsed) -> Imported:
-    """Blocking (a command, or a database worker): store ``parsed``'s chats for ``user``."""
+def import_chats(
+    db: Database,
+    user: str,
+    parsed: Parsed,
+    *,
+    remember: bool = False,
+    advanced: Callable[[int], None] | None = None,
+) -> Imported:
+    """Blocking (a command, or a database worker): store ``parsed``'s chats for ``user``;
+    ``advanced(n)`` after each chat (a progress bar), ``n`` its messages."""
     conversations = messages = skipped = 0
+    to_weigh: list[tuple[str, int, int, int]] = []
     with db.transaction() as c:
         for chat in parsed.chats:
             alias = "import:" + hashlib.sha256(f"{parsed.format}\n{chat.key}".encode()).hexdigest()
-            if c.execute(
-                "SELECT 1 FROM conversation_aliases WHERE user_id = ? AND external_id = ?",
+            known = c.execute(
+                "SELECT conversation_id FROM conversation_aliases "
+                "WHERE user_id = ? AND external_id = ?",
                 (user, alias),
-            ).rows:
+            ).scalar()
+            if known is not None:
                 skipped += 1
-                continue
-            messages += _store_chat(c, user, alias, chat)
-            conversations += 1
-    return Imported(conversations, messages, skipped)
+                conversation = int(known)
+            else:
+                conversation = _store_chat(c, user, alias, chat)
+                messages += len(chat.messages)
+                conversations += 1
+            if remember:
+                to_weigh += _unweighed(c, conversation)
+            if advanced is not None:
+                advanced(len(chat.messages))
+        events = EventQueue(db)
+        for _, turn, message, conversation in sorted(to_weigh):  # oldest message first
+            payload = {"turn_id": turn, "message_id": message}
+            events.enqueue(conversation, turn, "weigh", payload, c)
+    return Imported(conversations, messages, skipped, len(to_weigh))
+
+
+def _unweighed(c: Connection, conversation: int) -> list[tuple[str, int, int, int]]:
+    """The imported user messages of ``conversation`` with no ``weigh`` event yet, as
+    (said at, turn, message, conversation)."""
+    rows = c.execute(
+        "SELECT t.started_at, t.id AS turn_id, m.id AS message_id FROM turns t "
+        "JOIN messages m ON m.turn_id = t.id AND m.role = 'user' "
+        "WHERE t.conversation_id = ? AND t.origin = 'import' AND NOT EXISTS "
+        "(SELECT 1 FROM events e WHERE e.turn_id = t.id AND e.type = 'weigh')",
+        (conversation,),
+    ).rows
+    return [
+        (str(r["started_at"]), int(r["turn_id"]), int(r["message_id"]), conversation) for r in rows
+    ]
 
 
 def _store_chat(c: Connection, user: str, alias: str, chat: Chat) -> int:
+    """Store one chat as a new conversation; return its id."""
     started = chat.messages[0].at
     conversation = c.execute(
         "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
@@ -82,4 +129,4 @@ def _store_chat(c: Connection, user: str, alias: str, chat: Chat) -> int:
             "VALUES (?, ?, ?, ?, ?)",
             (conversation, turn, message.role, message.text, message.at),
         )
-    return len(chat.messages)
+    return int(conversation)

@@ -180,7 +180,7 @@ class Engine:
                 await asyncio.shield(self._warming)
 
     async def vectors_written(self) -> None:
-        """Wait for the vectors of the items the turns so far stored (:meth:`_embed_later`)."""
+        """Wait for the vectors of the items the turns so far stored (:meth:`embed_later`)."""
         await asyncio.gather(*self._embedding, return_exceptions=True)
 
     async def aclose(self) -> None:
@@ -435,7 +435,7 @@ class Engine:
         result = await asyncio.shield(self._store(user, final, ctx, turn_id, conversation, message))
         self._ended("done", origin, began, ctx, trace_document(final, ctx.trace))
         if result.memory_id is not None:
-            self._embed_later(user)
+            self.embed_later(user)
         return result
 
     async def _store(
@@ -460,7 +460,7 @@ class Engine:
             message,
         )
 
-    def _embed_later(self, user: str) -> None:
+    def embed_later(self, user: str) -> None:
         """Give the item this turn stored its vector now, beside the turn rather than in the
         next turn's retrieval (which catches up whatever this misses)."""
         choice = choose_embedder(self.settings)

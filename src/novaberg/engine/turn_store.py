@@ -11,12 +11,12 @@ from typing import Any
 
 from novaberg import user_events
 from novaberg.config import Memory
-from novaberg.engine.background import enqueue_memory_jobs
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory import corrections
+from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection

@@ -1,6 +1,7 @@
 """What each of Nova's MCP tools does, for the user a :class:`Seat` names, through the same
 engine functions as the CLI and ``/api``: ``recall`` is the enricher's retrieval, ``forget``
-the store's complete forget (``memory forget``), ``remember`` the engine's
+the store's complete forget (``memory forget``), ``correct`` and ``retract`` the store's
+(``memory correct``, ``memory retract``), ``remember`` the engine's
 :func:`~novaberg.engine.remembered.remember_statement`, and ``talk`` one turn admitted by the
 engine's turn service (:class:`~novaberg.engine.service.TurnService`), as ``/api/turns``.
 
@@ -173,6 +174,43 @@ async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
         profile_versions=done.profile_versions,
         turns_scrubbed=done.turns_scrubbed,
     )
+
+
+class Changed(BaseModel):
+    """A memory after a correction or a retraction (its history: `novaberg memory show ID`)."""
+
+    memory: Item = Field(description="The new current version, or the ended one (retracted).")
+    replaces: int | None = Field(description="The version a correction replaced.")
+
+
+async def do_correct(seat: Seat, memory_id: int, text: str) -> Changed:
+    """The store's correction by hand (``memory correct``, ``PATCH /api/memory/{id}``)."""
+    from novaberg.memory.store import MemoryStore
+
+    store = MemoryStore(seat.engine.db)
+    new = (
+        await store.db.run(store.correct, seat.user, memory_id, text)
+        if (1 <= memory_id <= MAX_ID)
+        else None
+    )
+    if new is None:
+        raise Missing(f"There is no memory {memory_id}.")
+    return Changed(memory=Item(**_item(new)), replaces=memory_id)
+
+
+async def do_retract(seat: Seat, memory_id: int) -> Changed:
+    """The store's retraction (``memory retract``, ``POST /api/memory/{id}/retract``)."""
+    from novaberg.memory.store import MemoryStore
+
+    store = MemoryStore(seat.engine.db)
+    ended = (
+        await store.db.run(store.retract, seat.user, memory_id)
+        if (1 <= memory_id <= MAX_ID)
+        else None
+    )
+    if ended is None:
+        raise Missing(f"There is no memory {memory_id}.")
+    return Changed(memory=Item(**_item(ended)), replaces=None)
 
 
 async def do_timeline(seat: Seat, start: date | None, end: date | None) -> TimelineResult:

@@ -1,7 +1,8 @@
 """Nova's MCP tools as a model sees them: a description each, typed arguments, typed results
 (JSON text plus structured content with its output schema), on the SDK's ``MCPServer``.
 
-``recall``, ``remember``, ``forget``, ``timeline``, ``profile`` and ``talk`` (the contract in
+``recall``, ``remember``, ``forget``, ``correct``, ``retract``, ``timeline``, ``profile``
+and ``talk`` (the contract in
 the design notes); no tool deletes everything. Which user a call runs as comes from the
 door's :data:`SeatOf` (``novaberg mcp --user``, or the key of ``/mcp``). A user mistake, a
 refused turn or a missing memory is a tool error whose text says what to do; any other
@@ -107,6 +108,25 @@ def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
         the profile statements built on it and the words of the conversation it came from.
         Only the one memory named; there is no way to forget everything at once."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_forget(seat, memory_id))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def correct(
+        memory_id: MemoryId,
+        text: Annotated[
+            str, Field(min_length=1, max_length=2000, description="What the memory says now.")
+        ],
+        ctx: Context,
+    ) -> calls.Changed:
+        """Correct a memory the user says is wrong ("no, Munich, not Berlin"): a new version
+        with the text given replaces it; the old one is kept in its history, never recalled
+        as current again. Only a current memory can be corrected."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_correct(seat, memory_id, text))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
+    async def retract(memory_id: MemoryId, ctx: Context) -> calls.Changed:
+        """End a memory that no longer holds, with nothing in its place ("I don't have the
+        dog any more"): kept in its history, never recalled as current again."""
+        return await _answer(seat_of, ctx, lambda seat: calls.do_retract(seat, memory_id))
 
     @server.tool(annotations=READ_ONLY)
     async def timeline(

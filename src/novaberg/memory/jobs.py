@@ -7,7 +7,10 @@ A salient turn stores a short-term item and, in the same transaction, enqueues i
 - ``timeline``: dated events in the user's message, the date resolved by ``dateparser``
   against the message's own time ("morgen", "next Friday");
 - ``profile_adaptive`` after every salient turn, ``profile_core`` every
-  ``memory.core_every`` items: a new profile version whose statements name their sources.
+  ``memory.core_every`` items: a new profile version whose statements name their sources;
+- ``weigh``, for an imported chat's user message only (``import-chats --remember``):
+  salience over the message alone; a salient one becomes a short-term item with the jobs
+  above, as a turn's would.
 
 Each job's writes, its call records and its ``done``/``failed`` mark land in one transaction,
 and every write has an idempotency key, so a job that runs again after a crash changes
@@ -35,9 +38,12 @@ from novaberg.errors import BackendError, EmbedderError, ModelOutputError, Novab
 from novaberg.events import Event
 from novaberg.memory.embedding import Vectors, choose, embed
 from novaberg.memory.job_context import JobContext
+from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms, vector_index
 from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
+from novaberg.prompts.evaluation import Situation
+from novaberg.prompts.salience import SalienceOutput, salience_prompt
 from novaberg.queue import BACKGROUND, CALL_OWNER
 from novaberg.storage.db import insert_calls
 from novaberg.structured import ask_structured
@@ -45,6 +51,9 @@ from novaberg.structured import ask_structured
 log = logging.getLogger("novaberg")
 
 JOB_TYPES = ("consolidate", "timeline", "profile_adaptive", "profile_core")
+IMPORT_TYPES = ("weigh",)
+"""Salience over an imported user message (``import-chats --remember``): run by that command
+(again to resume), not by the background runner, which runs :data:`JOB_TYPES`."""
 MALFORMED = "the model returned no usable JSON (its calls are recorded as malformed)"
 
 
@@ -454,7 +463,64 @@ async def _fact_vector(ctx: JobContext, text: str) -> tuple[Vectors | None, Any,
     return vector, await ctx.db.run(vector_index, ctx.db), ""
 
 
+async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) -> tuple[Write, str]:
+    """Salience over one imported user message (``import-chats --remember``): the message
+    alone, with no situation, so the other system's assistant is never a source of facts
+    about the user. A salient one becomes a short-term item dated by the message and gets the
+    jobs of a turn's item, in the job's transaction."""
+    turn_id = int(event.payload["turn_id"])
+    key = f"turn:{turn_id}:short_term"
+
+    def read() -> tuple[dict[str, Any] | None, int | None]:  # in a database worker
+        turn = ctx.db.turn(turn_id)
+        kept = ctx.db.one("SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, key))
+        return turn, None if kept is None else int(kept["id"])
+
+    turn, weighed = await ctx.db.run(read)
+    if turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
+        return None, "the source was forgotten"
+    if weighed is not None:
+        return None, f"weighed before: memory {weighed}"
+    text = str(turn["user_text"])
+    if not text.strip():
+        return None, "no user message in this turn; no model call"
+    messages = salience_prompt(ctx, Situation(), text)
+    out = await ask_structured(ctx, "salience", messages, SalienceOutput, priority=BACKGROUND)
+    if out is None:
+        raise Failed(MALFORMED)
+    summary = out.summary.strip()
+    if out.score < ctx.settings.salience_threshold or not summary:
+        return None, f"not remembered (salience {out.score:.2f})"
+    repeated = await ctx.db.run(store.current_saying, user, "short_term", summary)
+    if repeated is not None:
+        return None, f"kept already as memory {repeated}; not stored twice"
+    said_at = str(turn["started_at"])
+    message_id = event.payload.get("message_id")
+
+    def write(c: Any) -> str:
+        added = MemoryStore.add(
+            c,
+            user,
+            "short_term",
+            summary,
+            out.score,
+            key,
+            source_turn_id=turn_id,
+            source_message_id=None if message_id is None else int(message_id),
+            valid_from=said_at,
+        )
+        if not added.created:
+            return f"weighed before: memory {added.id}"
+        jobs = enqueue_memory_jobs(
+            c, ctx.events, ctx.settings.memory, user, added.id, turn_id, event.conversation_id
+        )
+        return f"memory {added.id} (salience {out.score:.2f}); {len(jobs)} job(s) enqueued"
+
+    return write, ""
+
+
 _HANDLERS: dict[str, Handler] = {
+    "weigh": weigh,
     "consolidate": consolidate,
     "timeline": timeline,
     "profile_adaptive": profile_adaptive,

@@ -12,15 +12,15 @@ from pydantic import BaseModel
 
 from novaberg.backends.base import ChatRequest
 from novaberg.nodes.router import RouterOutput
-from novaberg.nodes.salience import OUTPUT as SALIENCE_OUTPUT
-from novaberg.nodes.salience import ROLE as SALIENCE_ROLE
-from novaberg.nodes.salience import SalienceOutput
 from novaberg.nodes.tribunal import Vote
 from novaberg.probe.context import Experiment, ProbeContext, all_failed, send_all
 from novaberg.probe.result import ExperimentResult, verdict
 from novaberg.probe.target import Sent
 from novaberg.prompts.budget import output_tokens
 from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
+from novaberg.prompts.salience import OUTPUT as SALIENCE_OUTPUT
+from novaberg.prompts.salience import ROLE as SALIENCE_ROLE
+from novaberg.prompts.salience import SalienceOutput
 from novaberg.prompts.templates import prompts_for
 from novaberg.structured import parse_json_object, schema_of
 

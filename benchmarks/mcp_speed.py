@@ -1,4 +1,4 @@
-"""Nova's MCP server, timed by hand (issue 25): ``python -m benchmarks.mcp [--items 10000]``.
+"""Nova's MCP server, timed by hand (issue 25): ``python -m benchmarks.mcp_speed [--items 10000]``.
 
 1. ``recall`` over MCP at 10k items of one user, through the SDK's client over stdio
    (``novaberg mcp``) and over Streamable HTTP (``/mcp`` on ``novaberg serve``), against the
@@ -33,10 +33,10 @@ from typing import Any
 
 import httpx
 import httpx2
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks.memory import USER, _bulk, _noise, questions_about
-from mcp import Client, StdioServerParameters
 from novaberg.config import load_settings
 from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, recall
 from novaberg.storage.api_users import UserStore
