@@ -1,7 +1,7 @@
 """Corrections said in conversation, scripted at scale (issue 23): do they all take?
 
     python -m benchmarks.corrections [--facts 200] [--corrections 50] [--retractions 20]
-                                     [--embedder auto|off] [--database URL] [--out FILE]
+                                     [--embedder auto|off] [--database SERVER_URL] [--out FILE]
 
 A user with ``--facts`` remembered facts (half English, half German, each with a made-up
 word of its own so that a correction names exactly one), a core profile whose statements
@@ -51,6 +51,7 @@ from novaberg.engine import Engine
 from novaberg.memory.retrieval import recall
 from novaberg.memory.store import MemoryStore, Statement
 from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing.postgres import create_database, drop_database
 
 SYLLABLES = ("bri", "mol", "sta", "ven", "qua", "rin", "tho", "lek", "dra", "mus", "pel", "zor")
 PLAIN = Reply(content=json.dumps({"score": 0.1, "summary": ""}))
@@ -346,18 +347,28 @@ def main() -> None:
     parser.add_argument("--corrections", type=int, default=50)
     parser.add_argument("--retractions", type=int, default=20)
     parser.add_argument("--embedder", default="auto", help="memory.embedder (auto, off, …)")
-    parser.add_argument("--database", default=None, help="a PostgreSQL URL (default: SQLite)")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help="a PostgreSQL server's URL: a fresh database on it, dropped afterwards "
+        "(default: SQLite)",
+    )
     parser.add_argument("--out", default="bench-results/corrections.json")
     args = parser.parse_args()
-    figures = asyncio.run(
-        run(
-            args.facts,
-            args.corrections,
-            args.retractions,
-            embedder=args.embedder,
-            database=args.database,
+    fresh = None if args.database is None else create_database(args.database)
+    try:
+        figures = asyncio.run(
+            run(
+                args.facts,
+                args.corrections,
+                args.retractions,
+                embedder=args.embedder,
+                database=fresh,
+            )
         )
-    )
+    finally:
+        if fresh is not None:
+            drop_database(args.database, fresh)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures.view(), indent=2) + "\n", encoding="utf-8")
