@@ -23,8 +23,14 @@ from tests.server_helpers import Nova, running_nova
 def nova(
     ollama_server: OllamaTestServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Nova]:
-    with running_nova(ollama_server, tmp_path_factory.mktemp("serve-api") / "home") as started:
+    home = tmp_path_factory.mktemp("serve-api") / "home"
+    # a chat export may be larger than any other body: its own cap, small here
+    limits = {"NOVABERG_SERVER__MAX_IMPORT_BYTES": str(IMPORT_CAP)}
+    with running_nova(ollama_server, home, extra_env=limits) as started:
         yield started
+
+
+IMPORT_CAP = 2_000_000
 
 
 def salient(summary: str) -> Reply:
@@ -303,3 +309,23 @@ def test_chats_imported_over_http_are_the_key_users_history(nova: Nova) -> None:
     assert other["messages"] == []
     bad = api(nova, "POST", "/api/conversations/import", "bob", content=b"not json at all")
     assert "none of the formats" in assert_detail(bad, 400)
+
+
+def _export_of(size: int, word: str) -> bytes:
+    said = {"role": "user", "content": f"{word} " + "x" * 990, "at": "2024-05-08T09:00:00Z"}
+    return json.dumps(
+        {"conversations": [{"id": word, "messages": [said] * (size // 1000)}]}
+    ).encode()
+
+
+def test_a_chat_export_larger_than_other_bodies_is_taken_up_to_its_own_cap(nova: Nova) -> None:
+    bigger = _export_of(1_300_000, "Quintebald")  # over server.max_body_bytes (1 MiB)
+    assert len(bigger) > 1_048_576
+    done = api(nova, "POST", "/api/conversations/import", "bob", content=bigger)
+    assert done.status_code == 200, done.text
+    assert done.json()["messages"] == 1300
+    huge = _export_of(IMPORT_CAP + 10_000, "Vortemund")
+    refused = api(nova, "POST", "/api/conversations/import", "bob", content=huge)
+    assert "server.max_import_bytes" in assert_detail(refused, 413)
+    found = api(nova, "GET", "/api/memory", "bob", params={"query": "Vortemund"}).json()
+    assert found["messages"] == []  # nothing of it imported

@@ -275,6 +275,14 @@ class Server(BaseModel):
         ge=1024,
         description="the largest request body accepted, in bytes; larger is refused with 413",
     )
+    max_import_bytes: int = Field(
+        67_108_864,
+        ge=1024,
+        le=1_073_741_824,
+        description="the largest chat export POST /api/conversations/import takes, in bytes "
+        "(read whole, and parsed in memory at several times its size); larger is refused "
+        "with 413 (novaberg import-chats has no limit)",
+    )
     stream_progress: bool = Field(
         True,
         description="stream the pipeline's progress (the node running) as reasoning_content "
@@ -447,6 +455,65 @@ class Mcp(BaseModel):
     )
 
 
+PROACTIVE_KINDS = ("reminder", "event", "checkin", "followup")
+CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+QUIET = r"^(([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9])?$"
+
+
+class Proactive(BaseModel):
+    """Nova writing first (``novaberg.proactive``): reminders the user asked for, sent by
+    ``novaberg serve`` and ``novaberg worker`` when due."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(
+        True,
+        description="send proactive messages (with Ollama or an OpenAI-compatible server; "
+        "never on the embedded model)",
+    )
+    timezone: str = Field(
+        "",
+        description="the IANA time zone reminders are read and sent in (Europe/Berlin); empty: "
+        "the machine's",
+    )
+    quiet_hours: str = Field(
+        "22:00-08:00",
+        pattern=QUIET,
+        description="HH:MM-HH:MM: a message due inside waits for the end (a reminder the user "
+        "asked for is sent at its time all the same); empty: none",
+    )
+    max_per_day: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="proactive messages a day at most, per user (reminders the user asked "
+        "for not counted); more are dropped, with the reason",
+    )
+    max_late_h: float = Field(
+        12.0,
+        gt=0,
+        le=720,
+        description="a message that came due while no process sent it is sent once when one "
+        "starts, or dropped (with the reason) when it is more hours late than this",
+    )
+    morning: str = Field(
+        "09:00", pattern=CLOCK, description="HH:MM: when a reminder for a day without a time is due"
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        if value:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    f"unknown time zone {value!r}: an IANA name like Europe/Berlin, or empty"
+                ) from None
+        return value
+
+
 class Settings(BaseSettings):
     """Effective settings of one Novaberg process."""
 
@@ -556,6 +623,7 @@ class Settings(BaseSettings):
     server: Server = Field(default_factory=Server)
     speech: Speech = Field(default_factory=Speech)
     mcp: Mcp = Field(default_factory=Mcp)
+    proactive: Proactive = Field(default_factory=Proactive)
 
     @field_validator("fallback", "ollama_hosts", mode="before")
     @classmethod

@@ -1,4 +1,5 @@
-"""Which self-triggered follow-ups a response has shown the user (table
+"""Which self-triggered follow-ups and proactive messages (Nova's messages of a turn of origin
+``self_trigger`` or ``proactive``) a response has shown the user (table
 ``followup_deliveries``): a follow-up is delivered once, by whichever response claims it first.
 
 Channels: ``inline`` (the CLI and the non-streamed ``POST /api/turns``, which wait for their
@@ -59,16 +60,44 @@ def claim_waiting(
     """The conversation's stored follow-ups no response has delivered yet, oldest first,
     claimed for this one (a forgotten follow-up is left out: it has nothing to say);
     ``before_turn``: only follow-ups of turns before that one."""
-    limit = "" if before_turn is None else " AND t.parent_turn_id < ?"
+    # a proactive message set by a command has no parent: its own turn counts
+    limit = "" if before_turn is None else " AND COALESCE(t.parent_turn_id, t.id) < ?"
     params = (conversation_id,) if before_turn is None else (conversation_id, before_turn)
     with db.transaction() as c:
         rows = c.execute(
             "SELECT t.id, t.parent_turn_id, m.content FROM turns t "
             "JOIN messages m ON m.turn_id = t.id AND m.role = 'assistant' "
             "LEFT JOIN followup_deliveries d ON d.turn_id = t.id "
-            "WHERE t.conversation_id = ? AND t.origin = 'self_trigger' AND t.status = 'done' "
+            "WHERE t.conversation_id = ? AND t.origin IN ('self_trigger', 'proactive') "
+            "AND t.status = 'done' "
             f"AND t.forgotten_at IS NULL AND d.turn_id IS NULL{limit} ORDER BY t.id",
             params,
+        ).rows
+        claimed = set(claim(c, [int(r["id"]) for r in rows], channel))
+    return [
+        Followup(
+            int(r["id"]),
+            None if r["parent_turn_id"] is None else int(r["parent_turn_id"]),
+            str(r["content"]),
+        )
+        for r in rows
+        if int(r["id"]) in claimed
+    ]
+
+
+def claim_proactive(db: Database, user: str, channel: Channel) -> list[Followup]:
+    """The user's proactive messages (in any of their conversations) no response or chat has
+    shown yet, oldest first, claimed for this one (``novaberg chat``: at its start, and while
+    it is open)."""
+    with db.transaction() as c:
+        rows = c.execute(
+            "SELECT t.id, t.parent_turn_id, m.content FROM turns t "
+            "JOIN conversations v ON v.id = t.conversation_id "
+            "JOIN messages m ON m.turn_id = t.id AND m.role = 'assistant' "
+            "LEFT JOIN followup_deliveries d ON d.turn_id = t.id "
+            "WHERE v.user_id = ? AND t.origin = 'proactive' AND t.status = 'done' "
+            "AND t.forgotten_at IS NULL AND d.turn_id IS NULL ORDER BY t.id",
+            (user,),
         ).rows
         claimed = set(claim(c, [int(r["id"]) for r in rows], channel))
     return [

@@ -57,6 +57,8 @@ class Event:
     type: str
     status: str
     payload: dict[str, Any]
+    due_at: str | None = None
+    """When a proactive message is due (UTC); ``None`` for every other event."""
 
 
 class EventQueue:
@@ -115,11 +117,14 @@ class EventQueue:
         turn_id: int | None = None,
         settled_before: str | None = None,
         user: str | None = None,
+        due_by: str | None = None,
     ) -> Event | None:
         """Claim the oldest claimable event of these types (of one turn, if given) for this
         process, atomically; ``None`` when there is none. ``settled_before`` (a timestamp):
         only events whose turn ended (done, failed or aborted) before then — what no running
-        turn will still drain itself. ``user``: only events of that user's conversations."""
+        turn will still drain itself. ``user``: only events of that user's conversations.
+        ``due_by`` (a timestamp): only events due then or before (``due_at``), soonest
+        first."""
         self._release_dead()
         stamp = now()
         until = (datetime.now(UTC) + timedelta(seconds=self.lease_s)).isoformat(
@@ -140,6 +145,10 @@ class EventQueue:
             scope += (
                 " AND conversation_id IN (SELECT c.id FROM conversations c WHERE c.user_id = ?)"
             )
+        order = "id"
+        if due_by is not None:
+            scope += " AND due_at IS NOT NULL AND due_at <= ?"
+            order = "due_at, id"
         lock = " FOR UPDATE SKIP LOCKED" if self.db.dialect == "postgres" else ""
         params: list[Any] = [self.me, until, stamp, *types, stamp]
         if turn_id is not None:
@@ -148,12 +157,14 @@ class EventQueue:
             params.append(settled_before)
         if user is not None:
             params.append(user)
+        if due_by is not None:
+            params.append(due_by)
         params.append(stamp)
         with self.db.transaction() as c:
             row = c.execute(
                 "UPDATE events SET status = 'running', claimed_by = ?, claimed_until = ?, "
                 "updated_at = ? WHERE id = (SELECT id FROM events "
-                f"WHERE type IN ({marks}) AND {claimable}{scope} ORDER BY id LIMIT 1{lock}) "
+                f"WHERE type IN ({marks}) AND {claimable}{scope} ORDER BY {order} LIMIT 1{lock}) "
                 f"AND {claimable} RETURNING *",
                 params,
             ).one()
@@ -213,4 +224,5 @@ def _event(r: dict[str, Any]) -> Event:
         r["type"],
         r["status"],
         json.loads(r["payload"]),
+        r.get("due_at"),
     )

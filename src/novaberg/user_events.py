@@ -1,7 +1,8 @@
 """The per-user event log that ``GET /api/events`` streams: what a user's client may want to hear
 about while it was not asking.
 
-Kinds: ``followup`` (a self-triggered follow-up was stored; ``ref_id``: its turn) and ``job``
+Kinds: ``followup`` (a self-triggered follow-up or a proactive message was stored, its
+``origin`` says which; ``ref_id``: its turn) and ``job``
 (a memory job finished, done or failed; ``ref_id``: its ``events`` row). A row holds ids and a
 kind only, never text: the text is read from ``messages`` and ``events`` when it is sent, so
 forget (which erases those) needs no entry for this table, and a forgotten follow-up is
@@ -64,7 +65,7 @@ def latest_id(db: Database, user: str) -> int:
 def after(db: Database, user: str, after_id: int, limit: int = 100) -> list[UserEvent]:
     """The user's events after ``after_id``, oldest first, with what each sends now."""
     rows = db.query(
-        "SELECT u.id, u.kind, u.ref_id, t.parent_turn_id, t.conversation_id, t.status, "
+        "SELECT u.id, u.kind, u.ref_id, t.parent_turn_id, t.conversation_id, t.status, t.origin, "
         "t.forgotten_at, m.content, e.type AS job_type, e.status AS job_status, "
         "e.result AS job_result FROM user_events u "
         "LEFT JOIN turns t ON u.kind = 'followup' AND t.id = u.ref_id "
@@ -87,6 +88,7 @@ def _data(r: dict[str, Any]) -> dict[str, Any] | None:
             "parent_turn_id": None if r["parent_turn_id"] is None else int(r["parent_turn_id"]),
             "conversation_id": int(r["conversation_id"]),
             "text": str(text),
+            "origin": str(r["origin"]),
         }
     if r["job_type"] is None:
         return None

@@ -6,7 +6,8 @@ each ``novaberg worker`` process over the shared database:
 - memory jobs waiting in the event queue run (another process may have enqueued them, or died
   running them);
 - second passes (self-triggers) whose turn ended without running them run
-  (:meth:`~novaberg.engine.Engine.resume_self_triggers`).
+  (:meth:`~novaberg.engine.Engine.resume_self_triggers`);
+- proactive messages that came due are sent (:mod:`novaberg.proactive.sender`).
 
 Every event is claimed before it runs (:meth:`~novaberg.events.EventQueue.claim`: an atomic
 ``UPDATE … RETURNING`` whose inner select takes ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
@@ -22,8 +23,10 @@ import os
 import socket
 
 from novaberg.engine import Engine
+from novaberg.engine.service import TurnService
 from novaberg.errors import NovabergError, error_kind
 from novaberg.events import alive
+from novaberg.proactive.sender import send_due
 from novaberg.storage.db import Database, now
 
 log = logging.getLogger("novaberg")
@@ -56,11 +59,16 @@ def abort_orphaned_turns(db: Database) -> list[int]:
 
 
 class Sweeper:
-    """Runs :meth:`once` every ``interval_s`` as a task of the event loop."""
+    """Runs :meth:`once` every ``interval_s`` as a task of the event loop. ``service``: the
+    turn service the proactive messages' turns are admitted by (the server's; a worker's
+    own by default)."""
 
-    def __init__(self, engine: Engine, interval_s: float) -> None:
+    def __init__(
+        self, engine: Engine, interval_s: float, service: TurnService | None = None
+    ) -> None:
         self.engine = engine
         self.interval_s = interval_s
+        self.service = service if service is not None else TurnService(engine)
         self._task: asyncio.Task[None] | None = None
 
     async def once(self) -> None:
@@ -68,6 +76,7 @@ class Sweeper:
         await engine.db.run(abort_orphaned_turns, engine.db)
         engine.start_background()  # no-op while a runner task is going
         await engine.resume_self_triggers(SETTLE_S)
+        await send_due(engine, self.service)
 
     async def forever(self) -> None:
         while True:

@@ -9,6 +9,7 @@ from typer.core import TyperCommand
 
 from novaberg import __version__
 from novaberg.cli.memory import app as memory_app
+from novaberg.cli.proactive_cmd import app as proactive_app
 from novaberg.cli.users_cmd import app as users_app
 
 app = typer.Typer(
@@ -275,6 +276,7 @@ def test_server(
 
 
 app.add_typer(memory_app, name="memory")
+app.add_typer(proactive_app, name="proactive")
 app.add_typer(users_app, name="users")
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.spinner import Spinner
 
+from novaberg.cli.arrivals import Watcher, arrived
 from novaberg.cli.common import err_console, guarded, load, setup_logging
 from novaberg.cli.safe import SafeConsole, styled
 from novaberg.cli.typeahead import TypedAhead, held, read_line
@@ -129,10 +130,43 @@ def run_chat(*, conversation: int | None, resume: bool, user: str | None, verbos
                     )
                 )
             )
-            _loop(runner, engine, console, current)
+            runner.run(_send_due(engine))  # what came due while nothing ran, if not too late
+            for text in arrived(engine.db, settings.user):  # while the chat was closed
+                console.print(NOVA + styled(text))
+            watcher = Watcher(
+                engine.db,
+                settings.user,
+                settings.server.events_poll_s,
+                lambda text: _arrived_at_prompt(console, text),
+            )
+            watcher.start()
+            try:
+                _loop(runner, engine, console, current)
+            finally:
+                watcher.stop()
             _finish_memory_work(runner, engine, console)
         finally:
             runner.run(engine.aclose())
+
+
+def _arrived_at_prompt(console: Console, text: str) -> None:
+    """A message Nova wrote first, printed while the prompt waits; the prompt again after."""
+    console.print()
+    console.print(NOVA + styled(text))
+    console.print(YOU, end="")
+
+
+async def _send_due(engine: Engine) -> None:
+    """Send the proactive messages due now (as ``novaberg serve`` and ``worker`` do; the
+    watcher prints them): a chat alone sends what came due when it starts and after each
+    turn, so reminders on time need one of those running beside it."""
+    from novaberg.engine.service import TurnService
+    from novaberg.proactive.sender import send_due
+
+    try:
+        await send_due(engine, TurnService(engine))
+    except NovabergError as exc:
+        err_console.print(styled(("error:", "bold red"), " ", f"sending reminders: {exc}"))
 
 
 async def _start_background(engine: Engine) -> None:
@@ -202,4 +236,5 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
         view.finish(result.reply)
         for followup in result.followups:  # Nova's second look, in her own words
             console.print(NOVA + styled(str(followup["reply"])))
+        runner.run(_send_due(engine))  # a reminder that came due during the turn
         sys.stdout.flush()

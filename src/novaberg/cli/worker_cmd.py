@@ -64,6 +64,7 @@ async def _work(stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         await sweeper.stop()  # a second pass cut off here is stored as aborted
+        await sweeper.service.finish(settings.server.shutdown_grace_s)  # a proactive turn
         await engine.background.cancel()
         await engine.db.run(engine.events.release_mine)  # others may take them at once
         await engine.aclose()

@@ -32,6 +32,7 @@ from novaberg.graph.state import TurnState
 from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import catch_up, start_message_vector
 from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
+from novaberg.proactive.due import Due
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
 from novaberg.storage.db import Database
@@ -214,6 +215,7 @@ class Engine:
         shown: Shown | None = None,
         notices: Sequence[str] = (),
         aside: str = "",
+        proactive: Due | None = None,
     ) -> TurnResult:
         """Run one turn, then any second pass it scheduled (its answer is a follow-up).
 
@@ -231,24 +233,30 @@ class Engine:
         write (the turn is stored after it, or marked failed). ``shown``: what a front-end
         shows (its resent chat: the responder's recent history). ``notices``: for the trace,
         from whoever admitted the turn. ``aside``: a sentence of Nova's own after the answer
-        (fixed text, not judged), stored and handed out with it.
+        (fixed text, not judged), stored and handed out with it. ``proactive``: the turn is a
+        message Nova writes first (origin ``proactive``, ``text`` its task, not stored as a
+        user message; :mod:`novaberg.proactive`).
         """
         user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
         conversation = await self.db.run(open_conversation, self.db, user, conversation_id)
+        origin = "user" if regenerate is None else "regenerate"
+        if proactive is not None:
+            origin, regenerate = "proactive", None
         result = await self._run(
             message,
             user,
             conversation,
-            "user" if regenerate is None else "regenerate",
+            origin,
             on_token,
             on_progress,
-            parent_turn_id=regenerate,
+            parent_turn_id=regenerate if proactive is None else proactive.asked_in,
             on_start=on_start,
             on_answer=on_answer,
             shown=shown,
             notices=notices,
             aside=aside,
+            proactive=proactive,
         )
         if drain_followups:
             result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
@@ -347,6 +355,7 @@ class Engine:
         shown: Shown | None = None,
         notices: Sequence[str] = (),
         aside: str = "",
+        proactive: Due | None = None,
     ) -> TurnResult:
         began = time.perf_counter()
         # every tool, declared in each tool-bearing request; the MCP servers' once started
@@ -377,6 +386,7 @@ class Engine:
             on_answer=on_answer,
             shown=shown,
             aside=aside,
+            proactive=proactive,
             message_vector=start_message_vector(self.settings, message, what="enricher"),
         )
         ctx.trace.notices.extend([*notices, *self.mcp.notices()])
@@ -458,6 +468,7 @@ class Engine:
             turn_id,
             conversation,
             message,
+            ctx.proactive,
         )
 
     def embed_later(self, user: str) -> None:

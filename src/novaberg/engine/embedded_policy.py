@@ -24,6 +24,12 @@ def embedded_defaults(settings: Settings, notices: list[str]) -> Settings:
             "salient items are still kept and retrieved; set memory.on_embedded = true to "
             "run them anyway."
         )
+    if adjusted.proactive.enabled:
+        adjusted.proactive.enabled = False
+        notices.append(
+            "Proactive messages (reminders) are off on the embedded model: what is scheduled "
+            "waits for a server backend (Ollama or an OpenAI-compatible one)."
+        )
     if adjusted.thinker.mode == "auto":
         adjusted.thinker.mode = "never"
         notices.append(

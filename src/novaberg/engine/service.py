@@ -1,5 +1,6 @@
 """One door into a turn for every caller that is not a terminal: the server's two routes
-today (``/api/turns`` and ``/v1/chat/completions``), MCP and the scheduler next.
+today (``/api/turns`` and ``/v1/chat/completions``), MCP's ``talk`` and the proactive scheduler
+(:mod:`novaberg.proactive.sender`).
 
 :meth:`TurnService.admit` admits a turn or refuses it with nothing started: the message is
 validated (:class:`~novaberg.errors.UsageError`), the model queue must have room
@@ -34,6 +35,7 @@ from novaberg.engine.core import Engine
 from novaberg.engine.result import TurnResult
 from novaberg.errors import ConversationBusy, QueueFull, error_kind
 from novaberg.nodes.context import Shown
+from novaberg.proactive.due import Due
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg")
@@ -91,6 +93,8 @@ class TurnAsk:
     notices: tuple[str, ...] = ()
     aside: str = ""
     """A sentence of Nova's own after the answer (what she did not read), stored with it."""
+    proactive: Due | None = None
+    """A message Nova writes first (the scheduler's): ``message`` is its task."""
 
 
 @dataclass
@@ -199,6 +203,7 @@ class TurnService:
                     shown=ask.shown,
                     notices=ask.notices,
                     aside=ask.aside,
+                    proactive=ask.proactive,
                 )
             except BaseException as exc:
                 self._busy.discard(ask.conversation)

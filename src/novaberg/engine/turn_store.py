@@ -7,6 +7,7 @@ Every function takes the user explicitly: nothing here reads ``settings.user``.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from novaberg import user_events
@@ -18,6 +19,10 @@ from novaberg.graph.state import TurnState
 from novaberg.memory import corrections
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.store import MemoryStore
+from novaberg.proactive import reminders
+from novaberg.proactive.due import Due, record, withheld
+from novaberg.proactive.schedule import schedule
+from novaberg.proactive.when import When
 from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection
 from novaberg.telemetry import Trace
@@ -51,6 +56,8 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         "correction": {k: correction.get(k) for k in ("outcome", "memory_id")}
         if (correction := context.get("correction"))
         else None,
+        # a reminder asked for: when, and the scheduled message's id (no words of the user's)
+        "reminder": reminders.trace(context.get("reminder")),
         "salience": final.get("salience"),
         "thinker": final.get("thinker"),
         "tribunal": final.get("tribunal"),
@@ -79,15 +86,29 @@ def store_turn(
     turn_id: int,
     conversation: int,
     message: str,
+    proactive: Due | None = None,
 ) -> TurnResult:
     """Store a finished turn whole: messages, trace, calls, and (when salience kept it) the
-    memory item with its jobs, in one transaction."""
+    memory item with its jobs, in one transaction. A proactive turn (``proactive``) stores
+    only Nova's message, and none when it is withheld; its event is marked sent or dropped
+    in the same transaction, so that a message is sent once or not at all."""
     item = final.get("memory_item")
     correction = (final.get("context") or {}).get("correction")
     regenerate = final.get("origin") == "regenerate"
     followup = final.get("origin") == "self_trigger"
+    why_not = None if proactive is None else withheld(dict(final))
+    if why_not is not None:
+        trace.notices.append(f"proactive: not sent, {why_not}")
+    asked = (final.get("context") or {}).get("reminder")
+    document = trace_document(final, trace)
 
     def also(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:
+        if proactive is not None:  # sent once, with the message, or dropped with the reason
+            status, result = ("dropped", why_not) if why_not else ("sent", f"turn {turn_id}")
+            record(c, proactive, status, result)
+            if why_not is None:
+                user_events.record(c, user, "followup", turn_id)
+            return None
         if followup:  # for GET /api/events, committed with the follow-up it reports
             user_events.record(c, user, "followup", turn_id)
         if regenerate:  # the message and its memory are stored already, with the old turn
@@ -95,6 +116,8 @@ def store_turn(
             return None
         if correction is not None:  # before Nova's next answer, with this turn or not at all
             corrections.apply(c, user, correction, turn_id, message_id)
+        if asked is not None and asked["outcome"] == "scheduled":  # with the turn, once
+            document["reminder"]["event_id"] = schedule_asked(c, user, asked, turn_id, conversation)
         if item is None:
             return None
         return remember(c, events, memory, user, item, turn_id, message_id, conversation)
@@ -104,12 +127,13 @@ def store_turn(
         conversation_id=conversation,
         user_text=message,
         reply=final["reply"],
-        trace=trace_document(final, trace),
+        trace=document,
         calls=trace.calls,
-        user_message=final.get("origin") not in ("self_trigger", "regenerate"),
+        user_message=final.get("origin") not in ("self_trigger", "regenerate", "proactive"),
+        assistant_message=why_not is None,
         also=also,
     )
-    if followup:
+    if followup or (proactive is not None and why_not is None):
         user_events.notify(user)
     memory_id = None
     if stored is not None:
@@ -124,6 +148,24 @@ def store_turn(
         state=final,
         trace=trace,
         memory_id=memory_id,
+    )
+
+
+def schedule_asked(
+    c: Connection, user: str, asked: dict[str, Any], turn_id: int, conversation: int
+) -> int:
+    """The reminder the turn's message asked for, inside the turn's transaction ``c``."""
+    local = datetime.fromisoformat(str(asked["local"]))
+    when = When(datetime.fromisoformat(str(asked["due_at"])), local, asked.get("repeat"))
+    return schedule(
+        c,
+        user,
+        str(asked["what"]),
+        when,
+        cause=f"asked in turn {turn_id}",
+        cause_key=f"reminder:turn:{turn_id}",
+        turn_id=turn_id,
+        conversation=conversation,
     )
 
 

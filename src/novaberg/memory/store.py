@@ -765,6 +765,7 @@ class MemoryStore:
             for place in FORGET_MAP:
                 n = _ACTIONS[place.action](c, place, scopes, stamp)
                 changed[place.table] = changed.get(place.table, 0) + n
+            _cancel_proactive(c, scopes["events"], stamp)
         files = self._compact()
         return Forgotten(
             ids,
@@ -807,6 +808,20 @@ class MemoryStore:
         except StorageError:
             log.info("forget: no CHECKPOINT privilege; the old files go at the next checkpoint")
         return "tables and their indexes rewritten"
+
+
+def _cancel_proactive(c: Connection, events: set[int], stamp: str) -> None:
+    """A proactive message whose cause forget reached (the turn that asked for a reminder,
+    whose words are erased now) is never sent: cancelled, in forget's transaction."""
+    if not events:
+        return
+    marks = ", ".join("?" for _ in events)
+    c.execute(
+        "UPDATE events SET status = 'cancelled', result = 'its cause was forgotten', "
+        f"claimed_until = NULL, updated_at = ? WHERE type = 'proactive' "
+        f"AND status IN ('pending', 'running') AND id IN ({marks})",
+        (stamp, *sorted(events)),
+    )
 
 
 @dataclass(frozen=True)

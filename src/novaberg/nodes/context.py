@@ -11,6 +11,7 @@ from novaberg.backends.base import TokenCallback
 from novaberg.context import CallContext
 from novaberg.events import EventQueue
 from novaberg.memory.embedding import Vectors
+from novaberg.proactive.due import Due
 from novaberg.prompts.templates import Prompts
 from novaberg.storage.db import Database, Message
 from novaberg.tools.builtin import builtin_registry
@@ -46,6 +47,8 @@ class TurnContext(CallContext):
     aside: str = ""
     """A sentence of Nova's own after the answer (fixed text, never judged): what she could
     not read of the message. Handed out and stored with the answer."""
+    proactive: Due | None = None
+    """The message Nova writes first that this turn is (origin ``proactive``)."""
     message_vector: asyncio.Task[Vectors] | None = None
     """The user message's vector, computed from the turn's start
     (:func:`~novaberg.memory.retrieval.start_message_vector`), for the enricher."""

@@ -36,6 +36,7 @@ from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
 from novaberg.memory.store import MemoryItem, MemoryStore
 from novaberg.nodes.context import TurnContext
+from novaberg.proactive.reminders import plan
 from novaberg.queue import FOREGROUND
 from novaberg.storage.db import Message
 from novaberg.text import same_text
@@ -81,6 +82,10 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         if correction.memory_id is not None:  # the old version is not given as current
             chosen = [r for r in chosen if r.item.id != correction.memory_id]
     ended = correction.memory_id if correction is not None else None
+    asked = (state.get("router") or {}).get("reminder")
+    reminder = None
+    if asked and state.get("origin") == "user":  # scheduled by the turn's own transaction
+        reminder = plan(asked, ctx.settings, can_send=ctx.settings.proactive.enabled)
 
     shown = ctx.shown
     turns = ctx.settings.history_turns
@@ -156,6 +161,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
                 "wrong": correction.wrong,
                 "options": list(correction.options),
             },
+            "reminder": reminder,
             "profile": profile or None,
             "timeline": [{"date": e.happens_on, "text": e.text} for e in events],
         }

@@ -12,6 +12,8 @@ from novaberg.echo import EchoFilter, EchoGuard
 from novaberg.errors import ModelOutputError
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
+from novaberg.proactive.due import RULE as PROACTIVE_RULE
+from novaberg.proactive.reminders import confirmation
 from novaberg.prompts.budget import (
     Budget,
     bounded_reply,
@@ -80,8 +82,12 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
         rules.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
     if state.get("origin") == "self_trigger":
         rules.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
+    if state.get("origin") == "proactive":
+        rules.append(PROACTIVE_RULE.get(p.language, PROACTIVE_RULE["en"]))
     if context.get("correction"):
         rules.append(correction_rule(p, context["correction"]))
+    if context.get("reminder"):
+        rules.append(confirmation(context["reminder"], p.language))
     message = state["user_text"]
 
     def assemble(
@@ -130,6 +136,7 @@ def instruction_texts(prompts: Prompts) -> list[str]:
         prompts.timeline_intro.format(today=today),
         prompts.frontend_intro,
         SECOND_PASS.get(prompts.language, SECOND_PASS["en"]),
+        PROACTIVE_RULE.get(prompts.language, PROACTIVE_RULE["en"]),
     ]
 
 

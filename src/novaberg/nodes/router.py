@@ -1,7 +1,8 @@
 """Router: reads ONLY the raw user message; returns intent, desired tone, needs_check, and
 whether the message corrects or retracts something said before (``correction``: the words that
 were wrong and, for a correction, the right ones; :mod:`novaberg.memory.corrections` finds the
-memory they are about).
+memory they are about), and whether it asks to be reminded (``reminder``: of what, and the
+words that say when; :mod:`novaberg.proactive.when` reads them).
 
 It never sees memory, profile or timeline: what it classifies is the message alone. It is not
 essential: unusable output or a failed call gives the safe default route (:data:`FALLBACK`).
@@ -32,12 +33,22 @@ class Correction(BaseModel):
     right: str | None = Field(None, max_length=200)
 
 
+class Reminder(BaseModel):
+    """The message asks to be reminded ("remind me tomorrow at 9 to call my mother": what
+    "call my mother", when "tomorrow at 9"); :mod:`novaberg.proactive.when` reads ``when``."""
+
+    model_config = ConfigDict(extra="ignore")
+    what: str = Field(min_length=1, max_length=300)
+    when: str = Field(min_length=1, max_length=100)
+
+
 class RouterOutput(BaseModel):
     model_config = ConfigDict(extra="ignore")
     intent: str = Field(min_length=1, max_length=60)
     tone: str = Field(min_length=1, max_length=60)
     needs_check: bool
     correction: Correction | None = None
+    reminder: Reminder | None = None
 
 
 async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
@@ -51,6 +62,8 @@ async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     route = parsed.model_dump()
     if not _heard(route.get("correction"), state["user_text"]):
         route.pop("correction", None)
+    if not _asked(route.get("reminder"), state["user_text"]):
+        route.pop("reminder", None)
     return {"router": {**route, "default": False}}
 
 
@@ -65,6 +78,15 @@ def _heard(correction: dict[str, Any] | None, message: str) -> bool:
     if not wrong or wrong.casefold() not in said:
         return False
     return correction["kind"] == "retract" or bool(right and right.casefold() in said)
+
+
+def _asked(reminder: dict[str, Any] | None, message: str) -> bool:
+    """A reminder the message really asks for: the words that say when are in it (a model
+    that invents a time must not schedule anything)."""
+    if reminder is None:
+        return False
+    when = reminder["when"].strip().casefold()
+    return bool(when and reminder["what"].strip()) and when in message.casefold()
 
 
 def _default_route(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

@@ -19,8 +19,10 @@ def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]
 
 
 async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
-    if state.get("origin") == "self_trigger":
-        return {}  # Nova's own second look: the user's message was weighed in its first turn
+    if state.get("origin") in ("self_trigger", "proactive"):
+        # Nova's own second look (the user's message was weighed in its first turn), or a
+        # message she writes first: there is no user message to weigh
+        return {}
     parsed = await ask_structured(ctx, "salience", salience_messages(state, ctx), SalienceOutput)
     if parsed is None:
         # Unknown importance is not "unimportant": nothing is stored, and the trace says why.

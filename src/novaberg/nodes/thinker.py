@@ -169,8 +169,9 @@ async def thinker(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
 async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[str, Any]:
     """No decision even after the follow-ups: keep the draft, promise a second look — but
     only if the second pass was really scheduled."""
-    if state.get("origin") == "self_trigger":
-        return {"thinker": loop.summary("unresolved")}  # a second pass never self-triggers
+    if state.get("origin") in ("self_trigger", "proactive"):
+        # a second pass never self-triggers, nor does a message Nova writes first
+        return {"thinker": loop.summary("unresolved")}
     try:
         event_id = await ctx.db.run(
             ctx.events.enqueue,

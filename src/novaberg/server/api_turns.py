@@ -44,6 +44,8 @@ from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg.server")
 router = APIRouter(prefix="/api", tags=["turns"])
+IMPORT_PATH = "/api/conversations/import"
+"""Its body has a cap of its own, ``server.max_import_bytes`` (an export is large)."""
 
 MAX_ID = 2**63 - 1
 
@@ -208,7 +210,7 @@ async def conversations(
 
 
 @router.post(
-    "/conversations/import",
+    IMPORT_PATH.removeprefix("/api"),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -218,6 +220,7 @@ async def conversations(
     responses=api_errors(
         (400, "Not an export of a format import-chats reads (the detail says what is wrong); "
               "nothing was imported."),
+        (413, "The body is larger than server.max_import_bytes; nothing was imported."),
     ),
 )  # fmt: skip
 async def import_conversations(

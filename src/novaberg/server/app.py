@@ -22,6 +22,7 @@ from novaberg.server import (
     api_details,
     api_events,
     api_memory,
+    api_proactive,
     api_turns,
     audio,
     health,
@@ -103,7 +104,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
         app.state.service = TurnService(engine)
         # turns of a dead process, memory jobs and second passes left waiting: now and every
         # server.poll_s (other processes on one PostgreSQL leave them too)
-        sweeper = Sweeper(engine, settings.server.poll_s)
+        sweeper = Sweeper(engine, settings.server.poll_s, app.state.service)
         sweeper.start()
         mcp_running = app.state.mcp.running()  # /mcp's request task group
         await mcp_running.__aenter__()
@@ -131,8 +132,12 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.server.max_body_bytes,
-        # an audio file has its own cap, with room for the multipart form around it
-        larger={audio.TRANSCRIPTIONS: (speech.max_audio_bytes + 65_536, "speech.max_audio_bytes")},
+        # an audio file has its own cap, with room for the multipart form around it; so has
+        # a chat export
+        larger={
+            audio.TRANSCRIPTIONS: (speech.max_audio_bytes + 65_536, "speech.max_audio_bytes"),
+            api_turns.IMPORT_PATH: (settings.server.max_import_bytes, "server.max_import_bytes"),
+        },
     )
     app.add_middleware(NoStore)
     app.add_middleware(HeadAsGet)
@@ -160,6 +165,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
     app.include_router(api_turns.router)
     app.include_router(api_events.router)
     app.include_router(api_memory.router)
+    app.include_router(api_proactive.router)
     app.include_router(api_details.router)
     app.include_router(web.router)
     app.state.mcp = mcp_http.mount(app, settings)  # /mcp: the same keys and users as /api

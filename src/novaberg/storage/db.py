@@ -391,6 +391,7 @@ class Database:
         trace: dict[str, Any],
         calls: list[CallRecord],
         user_message: bool = True,
+        assistant_message: bool = True,
         also: Callable[[Connection, int | None], T] | None = None,
     ) -> T | None:
         """Store a completed turn in one transaction.
@@ -399,6 +400,7 @@ class Database:
         write and its background jobs), and its result is returned: a turn and what it
         taught Nova land together or not at all. ``user_message=False`` for a turn Nova
         started herself (a self-triggered follow-up): only her message is stored.
+        ``assistant_message=False``: not hers either (a proactive message withheld).
         """
         stamp = now()
         with self.transaction() as c:
@@ -411,11 +413,12 @@ class Database:
                         (conversation_id, turn_id, user_text, stamp),
                     )
                 )
-            c.execute(
-                "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
-                "VALUES (?, ?, 'assistant', ?, ?)",
-                (conversation_id, turn_id, reply, stamp),
-            )
+            if assistant_message:
+                c.execute(
+                    "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
+                    "VALUES (?, ?, 'assistant', ?, ?)",
+                    (conversation_id, turn_id, reply, stamp),
+                )
             result = also(c, message_id) if also is not None else None
             insert_calls(c, calls, turn_id=turn_id)
             c.execute(

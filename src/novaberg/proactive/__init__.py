@@ -1,0 +1,1 @@
+"""Nova writes first: reminders scheduled durably and sent when due (issue 26)."""

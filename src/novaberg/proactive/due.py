@@ -1,0 +1,136 @@
+"""A proactive message that came due, as its turn sees it, and what its turn's transaction
+records: sent (with the next one of a repeating reminder), or withheld and why.
+
+The turn is one of origin ``proactive``: its "message" is the task below (never stored as a
+user message, never shown), the responder gets a rule of its own, the judges check the
+answer like any other, salience and the memory write do nothing. Its answer is withheld —
+the turn is stored, but no message — when the model said there is nothing worth saying
+(:data:`NOTHING`, which therefore never reaches a user) or a judge still asked for a revision
+after the corrector: a message the user did not ask for must not intrude. A repeating
+reminder's next one is scheduled in the same transaction that ends this one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from novaberg.events import Event
+from novaberg.proactive.when import When, next_after
+from novaberg.storage.db import now
+from novaberg.storage.sql import Connection
+
+NOTHING = "NOTHING"
+"""What the responder answers when a message has nothing worth saying: never sent."""
+
+TASK = {
+    "en": {
+        "reminder": "Write to the user now, unasked: they asked you to remind them, for {when}, "
+        "of: {text}",
+        "event": "Write to the user now, unasked: today is the day of something they told you "
+        "about: {text}",
+    },
+    "de": {
+        "reminder": "Schreib der Person jetzt von dir aus: Sie hat dich gebeten, sie für {when} "
+        "an Folgendes zu erinnern: {text}",
+        "event": "Schreib der Person jetzt von dir aus: Heute ist der Tag von etwas, das sie dir "
+        "erzählt hat: {text}",
+    },
+}
+RULE = {
+    "en": "This turn's message is not from the user: you write first, unasked. Write one short, "
+    "warm message in your own voice about what the task names, without repeating the task. If "
+    f"there is nothing worth saying, answer only {NOTHING}.",
+    "de": "Die Nachricht dieses Zugs ist nicht von der Person: Du schreibst zuerst, ungefragt. "
+    "Schreib eine kurze, warme Nachricht in deiner eigenen Stimme über das, was die Aufgabe "
+    f"nennt, ohne die Aufgabe zu wiederholen. Gibt es nichts Sinnvolles zu sagen, antworte nur "
+    f"{NOTHING}.",
+}
+
+
+@dataclass(frozen=True)
+class Due:
+    event_id: int
+    kind: str
+    text: str
+    local: str
+    """The wall time it was due at (ISO, with its offset)."""
+    zone: str
+    repeat: str | None
+    asked_in: int | None
+    """The turn that asked for it, if a turn did."""
+    attempts: int = 0
+
+    @classmethod
+    def of(cls, event: Event) -> Due:
+        p = event.payload
+        return cls(
+            event.id,
+            str(p.get("kind", "reminder")),
+            str(p.get("text", "")),
+            str(p.get("local", "")),
+            str(p.get("zone", "UTC")),
+            p.get("repeat"),
+            event.turn_id,
+            int(p.get("attempts", 0)),
+        )
+
+    def task(self, language: str) -> str:
+        """The turn's message: what to write about (data in quotes, never instructions)."""
+        shapes = TASK.get(language, TASK["en"])
+        when = self.local.replace("T", " ")[:16]
+        return shapes.get(self.kind, shapes["reminder"]).format(
+            when=when, text=json.dumps(self.text, ensure_ascii=False)
+        )
+
+
+def withheld(final: dict[str, Any]) -> str | None:
+    """Why a proactive turn's answer is not sent, or ``None`` (it is)."""
+    reply = str(final.get("reply") or "").strip()
+    if not reply or reply.strip(" .!").upper() == NOTHING:
+        return "the model found nothing worth saying"
+    votes = (final.get("tribunal") or {}).get("votes") or []
+    if any(v.get("vote") == "revise" for v in votes):
+        return "a judge still asked for a revision after the corrector"
+    return None
+
+
+def record(c: Connection, due: Due, status: str, result: str) -> int | None:
+    """In one transaction with what caused it (the proactive turn's, or the sender's when it
+    drops one unsent): the event ``sent`` or ``dropped`` with ``result`` and, for a
+    repeating reminder, the next one scheduled at the same wall time; its id."""
+    c.execute(
+        "UPDATE events SET status = ?, result = ?, updated_at = ?, claimed_until = NULL "
+        "WHERE id = ?",
+        (status, result, now(), due.event_id),
+    )
+    if due.repeat is None:
+        return None
+    from novaberg.proactive.schedule import schedule
+
+    zone = ZoneInfo(due.zone)
+    local = datetime.fromisoformat(due.local)
+    upcoming = next_after(When(local, local, due.repeat), zone)
+    if upcoming is None:
+        return None
+    row = c.execute(
+        "SELECT v.user_id, e.conversation_id, e.payload FROM events e "
+        "JOIN conversations v ON v.id = e.conversation_id WHERE e.id = ?",
+        (due.event_id,),
+    ).one()
+    assert row is not None
+    cause = str(json.loads(str(row["payload"])).get("cause", ""))
+    return schedule(
+        c,
+        str(row["user_id"]),
+        due.text,
+        upcoming,
+        cause=cause,
+        cause_key=f"repeat:{due.event_id}",
+        kind=due.kind,
+        turn_id=due.asked_in,
+        conversation=int(row["conversation_id"]),
+    )

@@ -1,0 +1,274 @@
+"""What Nova will write first, and when: proactive messages as events of type ``proactive``.
+
+A scheduled message is a row of ``events`` (the queue of self-triggers and memory jobs) with a
+``due_at`` in UTC, a ``cause_key`` that makes scheduling idempotent per cause (a turn that
+asked for a reminder schedules it once, however often its transaction is retried), and a
+payload of what it is about: ``kind`` (``reminder`` for now; ``event``, ``checkin`` and
+``followup`` are the contract's other kinds), the user's ``text``, the ``cause`` in words
+that name no user text ("asked in turn 12", "novaberg proactive remind"), the ``repeat``
+rule and the wall time it is due at in the user's zone. Its conversation is the user's
+latest when it was scheduled; it is sent into the latest when it is due.
+
+Statuses: ``pending`` and ``running`` (claimed by a sender) show as ``scheduled``; ``sent``,
+``dropped`` (its reason in ``result``) and ``cancelled`` are final. The per-user switches
+(``novaberg proactive on|off [KIND]``) are rows of ``proactive_switches``. Every function
+here is blocking: call it in a database worker (``await db.run``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from novaberg.config import PROACTIVE_KINDS, Settings
+from novaberg.errors import UsageError
+from novaberg.proactive.when import When
+from novaberg.storage.db import Database, now
+from novaberg.storage.sql import Connection
+
+TYPE = "proactive"
+SHOWN = {
+    "pending": "scheduled",
+    "running": "scheduled",
+    "sent": "sent",
+    "dropped": "dropped",
+    "cancelled": "cancelled",
+}
+ALL = "*"
+
+
+def zone(settings: Settings) -> ZoneInfo:
+    """``proactive.timezone``, else the machine's zone (else UTC)."""
+    name = settings.proactive.timezone
+    if not name:
+        import tzlocal
+
+        try:
+            name = tzlocal.get_localzone_name() or "UTC"
+        except Exception:  # no zone configured on the machine: UTC, as its clock
+            name = "UTC"
+    try:
+        return ZoneInfo(name)
+    except Exception:
+        return ZoneInfo("UTC")
+
+
+def stamp(moment: datetime) -> str:
+    """A UTC instant in the format of :func:`~novaberg.storage.db.now` (compared as text)."""
+    return moment.astimezone(ZoneInfo("UTC")).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    id: int
+    kind: str
+    due_at: str
+    status: str
+    """As the contract shows it: scheduled, sent, dropped or cancelled."""
+    cause: str
+    text: str
+    local: str
+    """The wall time it is due at, in the user's zone when it was scheduled."""
+    repeat: str | None
+    reason: str
+    """Why it was dropped or cancelled, or which turn sent it."""
+    turn_id: int | None
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "due_at": self.due_at,
+            "status": self.status,
+            "cause": self.cause,
+            "text": self.text,
+            "local": self.local,
+            "repeat": self.repeat,
+            "reason": self.reason,
+        }
+
+
+def from_row(row: dict[str, Any]) -> Scheduled:
+    payload = json.loads(str(row["payload"]))
+    return Scheduled(
+        id=int(row["id"]),
+        kind=str(payload.get("kind", "reminder")),
+        due_at=str(row["due_at"]),
+        status=SHOWN.get(str(row["status"]), str(row["status"])),
+        cause=str(payload.get("cause", "")),
+        text=str(payload.get("text", "")),
+        local=str(payload.get("local", "")),
+        repeat=payload.get("repeat"),
+        reason=str(row.get("result") or ""),
+        turn_id=None if row.get("turn_id") is None else int(row["turn_id"]),
+    )
+
+
+def latest_conversation(c: Connection, user: str) -> int:
+    """The conversation the user spoke in last; their newest one; else a new one."""
+    found = c.execute(
+        "SELECT t.conversation_id FROM turns t JOIN conversations v ON v.id = t.conversation_id "
+        "WHERE v.user_id = ? ORDER BY t.started_at DESC, t.id DESC LIMIT 1",
+        (user,),
+    ).scalar()
+    if found is None:
+        found = c.execute(
+            "SELECT id FROM conversations WHERE user_id = ? ORDER BY id DESC LIMIT 1", (user,)
+        ).scalar()
+    if found is None:
+        found = c.execute(
+            "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+            (user, now()),
+        ).scalar()
+    return int(found)
+
+
+def schedule(
+    c: Connection,
+    user: str,
+    text: str,
+    when: When,
+    *,
+    cause: str,
+    cause_key: str | None = None,
+    kind: str = "reminder",
+    turn_id: int | None = None,
+    conversation: int | None = None,
+) -> int:
+    """Schedule one message inside transaction ``c``; its id. ``cause_key``: a second call for
+    the same cause schedules nothing and returns the first one's id (default: a new cause)."""
+    if kind not in PROACTIVE_KINDS:
+        raise UsageError(f"Unknown kind {kind!r}: one of {', '.join(PROACTIVE_KINDS)}.")
+    key = cause_key or f"{kind}:{uuid.uuid4().hex}"
+    where = conversation if conversation is not None else latest_conversation(c, user)
+    payload = {
+        "kind": kind,
+        "text": text,
+        "cause": cause,
+        "repeat": when.repeat,
+        "local": when.local.isoformat(timespec="minutes"),
+        "zone": str(when.local.tzinfo),
+    }
+    stamped = now()
+    row = c.execute(
+        "INSERT INTO events (conversation_id, turn_id, type, status, payload, created_at, "
+        "updated_at, due_at, cause_key) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING RETURNING id",
+        (
+            where,
+            turn_id,
+            TYPE,
+            json.dumps(payload, ensure_ascii=False),
+            stamped,
+            stamped,
+            stamp(when.due),
+            key,
+        ),
+    ).scalar()
+    if row is None:
+        row = c.execute("SELECT id FROM events WHERE cause_key = ?", (key,)).scalar()
+    return int(row)
+
+
+def listing(db: Database, user: str, *, everything: bool = False) -> list[Scheduled]:
+    """The user's proactive messages, soonest first: those still scheduled, or (with
+    ``everything``) all, the final ones too."""
+    final = "" if everything else " AND e.status IN ('pending', 'running')"
+    rows = db.query(
+        "SELECT e.* FROM events e JOIN conversations v ON v.id = e.conversation_id "
+        f"WHERE v.user_id = ? AND e.type = ?{final} ORDER BY e.due_at, e.id",
+        (user, TYPE),
+    )
+    return [from_row(r) for r in rows]
+
+
+def get(db: Database, user: str, event_id: int) -> Scheduled | None:
+    row = db.one(
+        "SELECT e.* FROM events e JOIN conversations v ON v.id = e.conversation_id "
+        "WHERE v.user_id = ? AND e.type = ? AND e.id = ?",
+        (user, TYPE, event_id),
+    )
+    return None if row is None else from_row(row)
+
+
+def cancel(db: Database, user: str, event_id: int) -> Scheduled | None:
+    """Cancel one of the user's scheduled messages (kept, as ``cancelled``); ``None`` if they
+    have no such message. One already sent, dropped or cancelled is :class:`UsageError`."""
+    found = get(db, user, event_id)
+    if found is None:
+        return None
+    with db.transaction() as c:
+        changed = c.execute(
+            "UPDATE events SET status = 'cancelled', result = ?, updated_at = ?, "
+            "claimed_until = NULL WHERE id = ? AND status IN ('pending', 'running') RETURNING id",
+            ("cancelled by the user", now(), event_id),
+        ).rows
+    if not changed:
+        raise UsageError(f"Message {event_id} is {found.status} already; nothing to cancel.")
+    return get(db, user, event_id)
+
+
+def switch(db: Database, user: str, enabled: bool, kind: str | None = None) -> None:
+    """Turn the user's proactive messages on or off: all (``kind`` None) or one kind."""
+    if kind is not None and kind not in PROACTIVE_KINDS:
+        raise UsageError(f"Unknown kind {kind!r}: one of {', '.join(PROACTIVE_KINDS)}.")
+    with db.transaction() as c:
+        if kind is None:  # all: one switch for everything, the kinds' own ones forgotten
+            c.execute("DELETE FROM proactive_switches WHERE user_id = ?", (user,))
+        c.execute(
+            "INSERT INTO proactive_switches (user_id, kind, enabled, updated_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (user_id, kind) DO UPDATE SET "
+            "enabled = excluded.enabled, updated_at = excluded.updated_at",
+            (user, kind or ALL, int(enabled), now()),
+        )
+
+
+def switches(db: Database, user: str) -> dict[str, bool]:
+    """Whether each kind is on for the user (their switches over the default: on)."""
+    rows = db.query("SELECT kind, enabled FROM proactive_switches WHERE user_id = ?", (user,))
+    chosen = {str(r["kind"]): bool(r["enabled"]) for r in rows}
+    everything = chosen.get(ALL, True)
+    return {kind: chosen.get(kind, everything) for kind in PROACTIVE_KINDS}
+
+
+REMINDER_TEXT_LIMIT = 500
+
+
+def remind(
+    db: Database,
+    settings: Settings,
+    user: str,
+    text: str,
+    when_words: str,
+    *,
+    cause: str,
+    at: datetime | None = None,
+) -> Scheduled:
+    """A reminder set by hand (``novaberg proactive remind``, ``POST /api/proactive``):
+    ``when_words`` read in the user's zone; :class:`UsageError` saying what is wrong."""
+    from datetime import UTC, time
+
+    from novaberg.proactive.when import resolve
+    from novaberg.text import is_blank
+
+    if is_blank(text):
+        raise UsageError("A reminder needs its text: what to remind you of.")
+    if len(text) > REMINDER_TEXT_LIMIT:
+        raise UsageError(f"A reminder's text is at most {REMINDER_TEXT_LIMIT} characters.")
+    morning = time.fromisoformat(settings.proactive.morning)
+    found = resolve(when_words, at or datetime.now(UTC), zone(settings), morning=morning)
+    if found is None:
+        raise UsageError(
+            f"Cannot tell a time to come from {json.dumps(when_words, ensure_ascii=False)}: "
+            "use ISO 8601 (2026-06-02T09:00) or words like 'tomorrow at 9', 'on Friday at "
+            "18:00', 'in 2 hours', 'every Monday at 8:30'."
+        )
+    with db.transaction() as c:
+        made = schedule(c, user, text.strip(), found, cause=cause)
+    scheduled = get(db, user, made)
+    assert scheduled is not None
+    return scheduled

@@ -1,0 +1,235 @@
+"""Sending what came due: run by every ``novaberg serve`` and ``novaberg worker`` sweep.
+
+Each due message is **claimed** first (:meth:`~novaberg.events.EventQueue.claim` with
+``due_by``: one atomic ``UPDATE … RETURNING``, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
+one process sends it, once; a claim whose process died is taken again (at once on this host,
+after its lease on another). Then, in this order:
+
+- the user turned it off (``novaberg proactive off [KIND]``): dropped, with the reason;
+- it is more than ``proactive.max_late_h`` late (no process ran while it came due): dropped;
+  within that, it is sent late, once — the same for every kind;
+- a turn of the user is running: it waits (released, tried at the next sweep): the turn goes
+  first;
+- not a reminder the user asked for, and inside ``proactive.quiet_hours``: it waits until
+  they end (its ``due_at`` moves there);
+- not a reminder, and the user got ``proactive.max_per_day`` such messages today (in their
+  zone): dropped;
+- else its turn runs, through the engine's turn service (the door of ``/v1``, ``/api`` and
+  MCP), as origin ``proactive``, in the user's latest conversation; that turn's transaction
+  marks it sent (or dropped, when its answer was withheld: :mod:`novaberg.proactive.due`).
+  A turn that fails leaves it pending for the next sweep; the third failure drops it.
+
+Nothing is sent on the embedded model, nor with ``proactive.enabled`` off: what is scheduled
+stays scheduled. Every log line says what happened only after it was stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from novaberg.errors import ConversationBusy, NovabergError, QueueFull, error_kind
+from novaberg.events import Event
+from novaberg.proactive import due as due_module
+from novaberg.proactive.due import Due
+from novaberg.proactive.schedule import TYPE, latest_conversation, stamp, switches, zone
+from novaberg.proactive.when import wall_time
+from novaberg.storage.db import now
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from novaberg.engine.core import Engine
+    from novaberg.engine.service import TurnService
+
+log = logging.getLogger("novaberg")
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Outcome:
+    event_id: int
+    status: Literal["sent", "dropped", "waiting"]
+    reason: str
+    turn_id: int | None = None
+
+
+def active(engine: Engine) -> bool:
+    """Whether this process sends proactive messages at all (the engine turns them off on
+    the embedded model: :func:`~novaberg.engine.embedded_policy.embedded_defaults`)."""
+    return engine.settings.proactive.enabled
+
+
+async def send_due(
+    engine: Engine, service: TurnService, *, at: datetime | None = None, limit: int = 20
+) -> list[Outcome]:
+    """Claim and handle the messages due at ``at`` (default now), at most ``limit``."""
+    if not active(engine):
+        return []
+    moment = at or datetime.now(UTC)
+    outcomes: list[Outcome] = []
+    waited: set[int] = set()
+    for _ in range(limit):
+        event = await engine.db.run(engine.events.claim, (TYPE,), None, None, None, stamp(moment))
+        if event is None:
+            break
+        if event.id in waited:  # released a moment ago: its turn for the next sweep
+            await engine.db.run(_release, engine, event.id, None)
+            break
+        outcome = await _handle(engine, service, event, moment)
+        if outcome.status == "waiting":
+            waited.add(event.id)
+        outcomes.append(outcome)
+    return outcomes
+
+
+async def _handle(engine: Engine, service: TurnService, event: Event, at: datetime) -> Outcome:
+    due = Due.of(event)
+    db = engine.db
+    user = await db.run(db.conversation_user, event.conversation_id)
+    if user is None:
+        return await _drop(engine, due, "its conversation is gone")
+    settings = engine.settings.proactive
+    if not (await db.run(switches, db, user)).get(due.kind, True):
+        return await _drop(engine, due, f"{due.kind} messages are off (novaberg proactive on)")
+    late = at - datetime.fromisoformat(str(event.due_at))
+    if late > timedelta(hours=settings.max_late_h):
+        hours = late.total_seconds() / 3600
+        limit = f"proactive.max_late_h ({settings.max_late_h:g})"
+        return await _drop(engine, due, f"{hours:.1f} h late, more than {limit}")
+    if await db.run(_turn_running, engine, user):
+        return await _wait(engine, due, None, "a turn of the user is running; it goes first")
+    where = zone(engine.settings)
+    if due.kind != "reminder":
+        quiet_end = _quiet_end(settings.quiet_hours, at, where)
+        if quiet_end is not None:
+            return await _wait(engine, due, quiet_end, "inside quiet hours")
+        sent = await db.run(_sent_today, engine, user, at, where)
+        if sent >= settings.max_per_day:
+            return await _drop(engine, due, f"{sent} sent today already (proactive.max_per_day)")
+    return await _send(engine, service, due, user)
+
+
+async def _send(engine: Engine, service: TurnService, due: Due, user: str) -> Outcome:
+    from novaberg.engine.service import Failed, Stored, TurnAsk
+
+    db = engine.db
+    conversation = await db.run(_latest, engine, user)
+    task = due.task(engine.settings.language)
+    try:
+        turn = service.admit(TurnAsk(user, task, conversation, proactive=due))
+    except (ConversationBusy, QueueFull) as exc:
+        return await _wait(engine, due, None, f"not admitted now ({error_kind(exc)})")
+    async for step in turn.events():
+        if isinstance(step, Stored):
+            found = await db.run(_status, engine, due.event_id)
+            status: Literal["sent", "dropped"] = "sent" if found[0] == "sent" else "dropped"
+            log.info("proactive message %d %s (turn %d)", due.event_id, status, step.result.turn_id)
+            return Outcome(due.event_id, status, found[1], step.result.turn_id)
+        if isinstance(step, Failed):
+            turn.leave()
+            return await _failed(engine, due, step.error)
+    return await _failed(engine, due, NovabergError("the turn ended without a result"))
+
+
+async def _failed(engine: Engine, due: Due, error: BaseException) -> Outcome:
+    kind = error_kind(error)
+    if due.attempts + 1 >= ATTEMPTS:
+        return await _drop(engine, due, f"its turn failed {ATTEMPTS} times (last: {kind})")
+    log.warning("proactive message %d: its turn failed (%s); tried again later", due.event_id, kind)
+    await engine.db.run(_release, engine, due.event_id, None, due.attempts + 1)
+    return Outcome(due.event_id, "waiting", f"its turn failed ({kind})")
+
+
+async def _drop(engine: Engine, due: Due, reason: str) -> Outcome:
+    def write() -> None:
+        with engine.db.transaction() as c:
+            due_module.record(c, due, "dropped", reason)
+
+    await engine.db.run(write)
+    log.info("proactive message %d dropped: %s", due.event_id, reason)
+    return Outcome(due.event_id, "dropped", reason)
+
+
+async def _wait(engine: Engine, due: Due, until: datetime | None, reason: str) -> Outcome:
+    await engine.db.run(_release, engine, due.event_id, until)
+    log.info("proactive message %d waits: %s", due.event_id, reason)
+    return Outcome(due.event_id, "waiting", reason)
+
+
+def _release(
+    engine: Engine, event_id: int, until: datetime | None, attempts: int | None = None
+) -> None:
+    """Blocking: pending again (claimable at the next sweep), moved to ``until`` if given."""
+    with engine.db.transaction() as c:
+        if attempts is not None:
+            payload = json.loads(
+                str(c.execute("SELECT payload FROM events WHERE id = ?", (event_id,)).scalar())
+            )
+            payload["attempts"] = attempts
+            c.execute(
+                "UPDATE events SET payload = ? WHERE id = ?",
+                (json.dumps(payload, ensure_ascii=False), event_id),
+            )
+        moved = "" if until is None else ", due_at = ?"
+        params: list[object] = [now()]
+        if until is not None:
+            params.append(stamp(until))
+        c.execute(
+            f"UPDATE events SET status = 'pending', claimed_until = NULL, updated_at = ?{moved} "
+            "WHERE id = ? AND status = 'running'",
+            (*params, event_id),
+        )
+
+
+def _status(engine: Engine, event_id: int) -> tuple[str, str]:
+    row = engine.db.one("SELECT status, result FROM events WHERE id = ?", (event_id,))
+    return ("", "") if row is None else (str(row["status"]), str(row["result"]))
+
+
+def _latest(engine: Engine, user: str) -> int:
+    with engine.db.transaction() as c:
+        return latest_conversation(c, user)
+
+
+def _turn_running(engine: Engine, user: str) -> bool:
+    return (
+        engine.db.one(
+            "SELECT 1 AS x FROM turns t JOIN conversations v ON v.id = t.conversation_id "
+            "WHERE v.user_id = ? AND t.status = 'running' LIMIT 1",
+            (user,),
+        )
+        is not None
+    )
+
+
+def _sent_today(engine: Engine, user: str, at: datetime, where: ZoneInfo) -> int:
+    """Messages other than reminders sent to ``user`` since their local midnight."""
+    local = at.astimezone(where)
+    midnight = datetime.combine(local.date(), time(0, 0), tzinfo=where)
+    rows = engine.db.query(
+        "SELECT e.payload FROM events e JOIN conversations v ON v.id = e.conversation_id "
+        "WHERE v.user_id = ? AND e.type = ? AND e.status = 'sent' AND e.updated_at >= ?",
+        (user, TYPE, stamp(midnight)),
+    )
+    return sum(json.loads(str(r["payload"])).get("kind") != "reminder" for r in rows)
+
+
+def _quiet_end(quiet: str, at: datetime, where: ZoneInfo) -> datetime | None:
+    """When the quiet hours ``HH:MM-HH:MM`` that ``at`` falls in end; ``None`` outside."""
+    if not quiet:
+        return None
+    start_text, _, end_text = quiet.partition("-")
+    start, end = time.fromisoformat(start_text), time.fromisoformat(end_text)
+    local = at.astimezone(where)
+    clock = local.time().replace(tzinfo=None)
+    if start == end:
+        return None
+    inside = start <= clock < end if start < end else clock >= start or clock < end
+    if not inside:
+        return None
+    day = local.date() if clock < end else local.date() + timedelta(days=1)
+    return wall_time(day, end, where)

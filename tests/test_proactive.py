@@ -1,0 +1,339 @@
+"""Nova writes first (issue 26): reminders asked for in conversation or by hand, resolved in the
+user's zone (daylight saving included), sent once when due through the engine's turn service
+as a turn of origin ``proactive``, with a controllable clock: an earlier reminder added later
+fires first, a running turn goes first, a late one is dropped, quiet hours and the daily cap
+hold for messages other than reminders, a judge's revise or nothing worth saying withholds
+it, forget cancels it, a crashed sender's claim is taken again and sent once, a repeating one
+keeps its wall time. Through the real engine and the Ollama test server, on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from novaberg import deliveries, user_events
+from novaberg.config import load_settings
+from novaberg.engine import Engine
+from novaberg.engine.service import TurnService
+from novaberg.memory.store import MemoryStore
+from novaberg.proactive import schedule
+from novaberg.proactive.sender import send_due
+from novaberg.proactive.when import When, next_after, resolve, wall_time
+from novaberg.testing import OllamaTestServer, Reply
+
+BERLIN = ZoneInfo("Europe/Berlin")
+USER = "default"
+PLAIN = Reply(content=json.dumps({"score": 0.1, "summary": ""}))
+
+
+def route(reminder: dict[str, Any] | None = None) -> Reply:
+    return Reply(
+        content=json.dumps(
+            {"intent": "request", "tone": "warm", "needs_check": False, "reminder": reminder}
+        )
+    )
+
+
+@pytest.fixture
+async def engine(
+    ollama_env: OllamaTestServer, database_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Engine]:
+    if isinstance(database_target, str):
+        monkeypatch.setenv("NOVABERG_DATABASE_URL", database_target)
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    monkeypatch.setenv("NOVABERG_MEMORY__JOBS", "false")
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBEDDER", "off")
+    monkeypatch.setenv("NOVABERG_PROACTIVE__TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("NOVABERG_PROACTIVE__QUIET_HOURS", "")
+    ollama_env.standing("responder", Reply(content="Hello there!"))
+    ollama_env.standing("salience", PLAIN)
+    ollama_env.standing("router", route())
+    eng = await Engine.open(load_settings().settings)
+    try:
+        yield eng
+    finally:
+        await eng.aclose()
+
+
+def remind_at(engine: Engine, text: str, due: datetime, kind: str = "reminder") -> int:
+    local = due.astimezone(BERLIN)
+    with engine.db.transaction() as c:
+        return schedule.schedule(
+            c, USER, text, When(due.astimezone(UTC), local), cause="a test", kind=kind
+        )
+
+
+def status_of(engine: Engine, event_id: int) -> tuple[str, str]:
+    found = schedule.get(engine.db, USER, event_id)
+    assert found is not None
+    return found.status, found.reason
+
+
+def proactive_turns(engine: Engine) -> list[dict[str, Any]]:
+    return engine.db.query(
+        "SELECT t.id, t.conversation_id, t.user_text, t.trace_json, m.role, m.content "
+        "FROM turns t LEFT JOIN messages m ON m.turn_id = t.id "
+        "WHERE t.origin = 'proactive' ORDER BY t.id"
+    )
+
+
+# -- when ----------------------------------------------------------------------------------
+def test_times_are_read_in_the_users_zone_across_a_daylight_saving_change() -> None:
+    saturday = datetime(2026, 3, 28, 20, 0, tzinfo=BERLIN)  # the clocks go forward at 02:00
+    cases = {
+        "tomorrow at 9": datetime(2026, 3, 29, 9, 0, tzinfo=BERLIN),
+        "morgen um 9": datetime(2026, 3, 29, 9, 0, tzinfo=BERLIN),
+        "am Freitag um 18 Uhr": datetime(2026, 4, 3, 18, 0, tzinfo=BERLIN),
+        "at 21:30": datetime(2026, 3, 28, 21, 30, tzinfo=BERLIN),
+        "at 9": datetime(2026, 3, 29, 9, 0, tzinfo=BERLIN),  # the next 9 o'clock
+        "in 2 hours": datetime(2026, 3, 28, 22, 0, tzinfo=BERLIN),
+        "on 14 June": datetime(2026, 6, 14, 9, 0, tzinfo=BERLIN),  # a day alone: the morning
+        "14. Juni um 7:15": datetime(2026, 6, 14, 7, 15, tzinfo=BERLIN),
+        "tomorrow at 2:30": datetime(2026, 3, 29, 3, 0, tzinfo=BERLIN),  # 02:30 does not exist
+        "2026-06-02T09:00": datetime(2026, 6, 2, 9, 0, tzinfo=BERLIN),
+    }
+    for words, expected in cases.items():
+        found = resolve(words, saturday, BERLIN)
+        assert found is not None, words
+        assert found.due == expected.astimezone(UTC), words
+    assert resolve("tomorrow at 9", saturday, BERLIN).due.hour == 7  # type: ignore[union-attr]
+    assert resolve("some day", saturday, BERLIN) is None
+    assert resolve("2020-01-01T09:00", saturday, BERLIN) is None  # past: nothing to schedule
+    weekly = resolve("every Saturday at 9", saturday, BERLIN)
+    assert weekly is not None and weekly.repeat == "weekly:5"
+    assert weekly.local == datetime(2026, 4, 4, 9, 0, tzinfo=BERLIN)  # today's 9 is past
+    before = resolve("every Sunday at 9", datetime(2026, 3, 21, 12, tzinfo=BERLIN), BERLIN)
+    assert before is not None
+    after = next_after(before, BERLIN)
+    assert after is not None
+    assert (before.local.hour, after.local.hour) == (9, 9)  # the wall time is kept
+    assert after.due - before.due == timedelta(days=7, hours=-1)  # the clocks moved
+
+
+# -- in conversation -------------------------------------------------------------------------
+async def test_a_reminder_asked_in_conversation_is_confirmed_with_its_time_and_scheduled_once(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    asked = {"what": "call my mother", "when": "tomorrow at 9"}
+    server.script("router", route(asked))
+    done = await engine.run_turn("Remind me tomorrow at 9 to call my mother.")
+    system = str(server.requests(caller="responder")[-1].body["messages"][0]["content"])
+    tomorrow = datetime.now(BERLIN).date() + timedelta(days=1)
+    assert f"{tomorrow.day} {tomorrow.strftime('%B')}" in system and "at 09:00" in system
+    [made] = schedule.listing(engine.db, USER)
+    assert (made.kind, made.text, made.cause) == (
+        "reminder",
+        "call my mother",
+        f"asked in turn {done.turn_id}",
+    )
+    assert datetime.fromisoformat(made.local) == datetime.combine(
+        tomorrow, time(9, 0), tzinfo=BERLIN
+    )
+    trace = json.loads(str(engine.db.turn(done.turn_id)["trace_json"]))  # type: ignore[index]
+    assert trace["reminder"]["outcome"] == "scheduled"
+    assert trace["reminder"]["event_id"] == made.id
+    # a time the model made up (not in the message) schedules nothing
+    server.script("router", route({"what": "call my mother", "when": "at 5"}))
+    await engine.run_turn("Remind me to call my mother.")
+    assert len(schedule.listing(engine.db, USER)) == 1
+
+
+async def test_a_reminder_without_a_readable_time_is_asked_about_and_not_scheduled(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("router", route({"what": "buy flowers", "when": "sometime soon"}))
+    await engine.run_turn("Remind me sometime soon to buy flowers.")
+    system = str(server.requests(caller="responder")[-1].body["messages"][0]["content"])
+    assert "could not tell when" in system and "nothing is scheduled" in system
+    assert schedule.listing(engine.db, USER) == []
+
+
+# -- sending ---------------------------------------------------------------------------------
+async def test_a_due_reminder_is_sent_once_as_a_proactive_turn_and_delivered_once(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    await engine.run_turn("Hi Nova")  # the conversation it will be sent into
+    conversation = engine.db.latest_conversation(USER)
+    now = datetime.now(UTC)
+    made = remind_at(engine, "water the Quillbert fern", now + timedelta(minutes=30))
+    service = TurnService(engine)
+    assert await send_due(engine, service, at=now) == []  # not due yet
+    server.script("responder", Reply(content="Time to water your Quillbert fern!"))
+    [sent] = await send_due(engine, service, at=now + timedelta(minutes=31))
+    assert sent.status == "sent" and status_of(engine, made)[0] == "sent"
+    [turn] = proactive_turns(engine)
+    assert (turn["role"], turn["content"]) == ("assistant", "Time to water your Quillbert fern!")
+    assert turn["conversation_id"] == conversation and turn["id"] == sent.turn_id
+    request = server.requests(caller="responder")[-1].body["messages"]
+    assert "you write first, unasked" in request[0]["content"]
+    assert "Quillbert fern" in request[-1]["content"]  # the task, not a message of the user's
+    messages = engine.db.query("SELECT role FROM messages WHERE turn_id = ?", (sent.turn_id,))
+    assert [m["role"] for m in messages] == ["assistant"]
+    assert await send_due(engine, service, at=now + timedelta(minutes=40)) == []  # once
+    # delivered once: to the next response of that conversation, and never again
+    first = deliveries.claim_waiting(engine.db, conversation, "openai", before_turn=10**9)
+    assert [f.text for f in first] == ["Time to water your Quillbert fern!"]
+    assert deliveries.claim_waiting(engine.db, conversation, "openai", before_turn=10**9) == []
+    logged = [e for e in user_events.after(engine.db, USER, 0) if e.kind == "followup"]
+    assert [(e.data or {}).get("origin") for e in logged] == ["proactive"]  # /api/events
+
+
+async def test_an_earlier_reminder_added_later_fires_first_and_the_other_still_fires(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    now = datetime.now(UTC)
+    later = remind_at(engine, "the later one", now + timedelta(hours=2))
+    sooner = remind_at(engine, "the sooner one", now + timedelta(hours=1))
+    service = TurnService(engine)
+    [first] = await send_due(engine, service, at=now + timedelta(minutes=90))
+    assert first.event_id == sooner and status_of(engine, later)[0] == "scheduled"
+    [second] = await send_due(engine, service, at=now + timedelta(minutes=150))
+    assert second.event_id == later and second.status == "sent"
+
+
+async def test_nothing_worth_saying_or_a_judges_revise_withholds_the_message(
+    engine: Engine, server: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC)
+    quiet = remind_at(engine, "nothing to say", now - timedelta(minutes=1))
+    server.script("responder", Reply(content="NOTHING"))
+    [dropped] = await send_due(engine, TurnService(engine), at=now)
+    assert dropped.status == "dropped"
+    assert status_of(engine, quiet) == ("dropped", "the model found nothing worth saying")
+    [turn] = proactive_turns(engine)
+    assert turn["role"] is None  # stored as a turn, but no message: NOTHING reached no one
+    engine.settings.tribunal = engine.settings.tribunal.model_copy(
+        update={"judges": ["persona"], "max_corrections": 0}
+    )
+    server.standing("judge_persona", Reply(content='{"vote": "revise", "reason": "intrusive"}'))
+    revised = remind_at(engine, "a pushy one", now - timedelta(minutes=1))
+    [out] = await send_due(engine, TurnService(engine), at=now)
+    assert out.status == "dropped"
+    assert status_of(engine, revised)[1] == "a judge still asked for a revision after the corrector"
+    assert [t["role"] for t in proactive_turns(engine)] == [None, None]
+
+
+async def test_a_running_turn_goes_first_and_a_message_too_late_is_dropped(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    now = datetime.now(UTC)
+    waiting = remind_at(engine, "after the turn", now - timedelta(minutes=1))
+    conversation = engine.db.new_conversation(USER)
+    running = engine.db.start_turn(conversation, "a long question", "user", None)
+    service = TurnService(engine)
+    [out] = await send_due(engine, service, at=now)
+    assert out.status == "waiting" and status_of(engine, waiting)[0] == "scheduled"
+    engine.db.end_turn_unfinished(running, "aborted", "test", [])
+    [out] = await send_due(engine, service, at=now)
+    assert out.status == "sent"
+    stale = remind_at(engine, "long ago", now - timedelta(hours=13))  # max_late_h is 12
+    [out] = await send_due(engine, service, at=now)
+    assert out.status == "dropped" and "proactive.max_late_h" in status_of(engine, stale)[1]
+
+
+async def test_quiet_hours_move_and_the_daily_cap_drops_what_is_not_a_reminder(
+    engine: Engine, server: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC)
+    local = now.astimezone(BERLIN)
+    start, end = (
+        (local - timedelta(hours=1)).strftime("%H:%M"),
+        (local + timedelta(hours=1)).strftime("%H:%M"),
+    )
+    settings = engine.settings.proactive
+    engine.settings.proactive = settings.model_copy(
+        update={"quiet_hours": f"{start}-{end}", "max_per_day": 1}
+    )
+    day_event = remind_at(engine, "the concert", now - timedelta(minutes=1), kind="event")
+    asked = remind_at(engine, "asked for", now - timedelta(minutes=1))
+    service = TurnService(engine)
+    outcomes = {o.event_id: o for o in await send_due(engine, service, at=now)}
+    assert outcomes[asked].status == "sent"  # a reminder the user asked for: at its time
+    assert outcomes[day_event].status == "waiting"
+    moved = schedule.get(engine.db, USER, day_event)
+    assert moved is not None and moved.status == "scheduled"
+    assert datetime.fromisoformat(moved.due_at) > now + timedelta(minutes=50)  # to their end
+    engine.settings.proactive = settings.model_copy(update={"max_per_day": 1, "quiet_hours": ""})
+    first = remind_at(engine, "first event", now - timedelta(minutes=1), kind="event")
+    second = remind_at(engine, "second event", now - timedelta(minutes=1), kind="event")
+    statuses = {o.event_id: o.status for o in await send_due(engine, service, at=now)}
+    assert sorted(statuses[e] for e in (first, second)) == ["dropped", "sent"]  # cap 1
+    [dropped] = [e for e in (first, second) if statuses[e] == "dropped"]
+    assert "proactive.max_per_day" in status_of(engine, dropped)[1]
+
+
+async def test_forget_cancels_the_reminder_its_turn_asked_for(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("router", route({"what": "call Zebulona", "when": "tomorrow at 9"}))
+    server.script("salience", Reply(content=json.dumps({"score": 0.9, "summary": "Zebulona."})))
+    done = await engine.run_turn("Remind me tomorrow at 9 to call Zebulona.")
+    assert done.memory_id is not None
+    [made] = schedule.listing(engine.db, USER)
+    MemoryStore(engine.db).forget(USER, done.memory_id)
+    found = schedule.get(engine.db, USER, made.id)
+    assert found is not None and found.status == "cancelled"
+    assert found.reason == "its cause was forgotten" and "Zebulona" not in found.text
+    tomorrow = datetime.now(UTC) + timedelta(days=2)
+    assert await send_due(engine, TurnService(engine), at=tomorrow) == []
+
+
+async def test_a_claim_whose_process_died_is_taken_again_and_sent_once(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    now = datetime.now(UTC)
+    made = remind_at(engine, "after a crash", now - timedelta(minutes=1))
+    dead = 2**22 + 12345  # no such process
+    while True:
+        try:
+            os.kill(dead, 0)
+            dead += 1
+        except ProcessLookupError:
+            break
+    host = engine.events.me.rsplit(":", 1)[0]
+    engine.db.conn.execute(  # claimed by a sender killed before its turn was stored
+        "UPDATE events SET status = 'running', claimed_by = ?, claimed_until = ? WHERE id = ?",
+        (f"{host}:{dead}", schedule.stamp(now + timedelta(hours=1)), made),
+    )
+    outcomes = await send_due(engine, TurnService(engine), at=now)
+    assert [o.status for o in outcomes] == ["sent"]
+    assert len(proactive_turns(engine)) == 1
+    assert await send_due(engine, TurnService(engine), at=now) == []
+
+
+async def test_a_repeating_reminder_schedules_its_next_at_the_same_wall_time(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    now = datetime.now(UTC)
+    local = now.astimezone(BERLIN) - timedelta(minutes=1)
+    first = When(local.astimezone(UTC), local, "daily")
+    with engine.db.transaction() as c:
+        made = schedule.schedule(c, USER, "stretch", first, cause="a test")
+    [out] = await send_due(engine, TurnService(engine), at=now)
+    assert out.status == "sent"
+    [upcoming] = schedule.listing(engine.db, USER)
+    clock = local.time().replace(tzinfo=None, second=0, microsecond=0)
+    expected = wall_time(local.date() + timedelta(days=1), clock, BERLIN)
+    assert upcoming.id != made and datetime.fromisoformat(upcoming.local) == expected
+    assert upcoming.repeat == "daily" and upcoming.text == "stretch"
+
+
+def test_switching_a_kind_off_is_remembered_per_user(engine: Engine) -> None:
+    schedule.switch(engine.db, USER, False, "event")
+    assert schedule.switches(engine.db, USER) == {
+        "reminder": True,
+        "event": False,
+        "checkin": True,
+        "followup": True,
+    }
+    assert schedule.switches(engine.db, "someone else")["event"] is True
+    schedule.switch(engine.db, USER, True)
+    assert all(schedule.switches(engine.db, USER).values())
