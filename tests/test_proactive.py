@@ -9,6 +9,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -337,3 +338,88 @@ def test_switching_a_kind_off_is_remembered_per_user(engine: Engine) -> None:
     assert schedule.switches(engine.db, "someone else")["event"] is True
     schedule.switch(engine.db, USER, True)
     assert all(schedule.switches(engine.db, USER).values())
+
+
+def test_the_command_sets_lists_and_cancels_a_reminder_as_the_contract_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.test_cli import run
+
+    monkeypatch.setenv("NOVABERG_PROACTIVE__TIMEZONE", "Europe/Berlin")
+    made = run("proactive", "remind", "call Oswinde", "--at", "tomorrow at 9", "--json")
+    assert made.returncode == 0, made.stderr
+    out = json.loads(made.stdout)
+    assert set(out) == {"id", "due_at"}
+    tomorrow = datetime.now(BERLIN).date() + timedelta(days=1)
+    due = datetime.combine(tomorrow, time(9, 0), tzinfo=BERLIN).astimezone(UTC)
+    assert datetime.fromisoformat(out["due_at"]) == due
+    listed = json.loads(run("proactive", "list", "--json").stdout)
+    [row] = listed["scheduled"]
+    assert {k: row[k] for k in ("id", "kind", "status", "cause")} == {
+        "id": out["id"],
+        "kind": "reminder",
+        "status": "scheduled",
+        "cause": "novaberg proactive remind",
+    }
+    assert run("proactive", "cancel", str(out["id"])).returncode == 0
+    assert json.loads(run("proactive", "list", "--json").stdout)["scheduled"] == []
+    bad = run("proactive", "remind", "x", "--at", "whenever")
+    assert bad.returncode == 2 and "Cannot tell a time" in " ".join(bad.stderr.split())
+
+
+def test_chat_shows_what_came_due_when_it_starts_and_what_arrives_while_open_once(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import time as clock
+
+    from novaberg.testing import Match
+
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBEDDER", "off")
+    monkeypatch.setenv("NOVABERG_SERVER__EVENTS_POLL_S", "0.2")
+    ollama_env.standing("router", route())
+    for word, reply in (("Oswinde", "Call Oswinde now!"), ("Pelagrin", "Pelagrin time!")):
+        ollama_env.script("responder", Reply(content=reply), match=Match(contains=word))
+    delivered = "SELECT d.turn_id FROM followup_deliveries d JOIN turns t ON t.id = d.turn_id"
+    with asyncio.Runner() as runner:
+        engine = runner.run(Engine.open(load_settings().settings))
+        try:
+            remind_at(engine, "call Oswinde", datetime.now(UTC) - timedelta(minutes=5))
+            chat = subprocess.Popen(
+                [sys.executable, "-m", "novaberg", "chat"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=dict(os.environ),
+            )
+            try:
+                deadline = clock.monotonic() + 60
+                while not engine.db.query(delivered):  # sent and shown as the chat started
+                    assert chat.poll() is None and clock.monotonic() < deadline
+                    clock.sleep(0.05)
+                made = remind_at(engine, "meet Pelagrin", datetime.now(UTC))
+                [sent] = runner.run(send_due(engine, TurnService(engine)))  # as a worker would
+                assert sent.event_id == made and sent.status == "sent"
+                while len(engine.db.query(delivered)) < 2:  # the chat's watcher took it
+                    assert chat.poll() is None and clock.monotonic() < deadline
+                    clock.sleep(0.05)
+                out, err = chat.communicate("/exit\n", timeout=60)
+            finally:
+                if chat.poll() is None:
+                    chat.kill()
+        finally:
+            runner.run(engine.aclose())
+    assert chat.returncode == 0, err
+    assert out.count("Call Oswinde now!") == 1 and out.count("Pelagrin time!") == 1
+    again = subprocess.run(
+        [sys.executable, "-m", "novaberg", "chat"],
+        input="/exit\n",
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=60,
+    )
+    assert "Oswinde" not in again.stdout and "Pelagrin" not in again.stdout  # shown once

@@ -329,3 +329,28 @@ def test_a_chat_export_larger_than_other_bodies_is_taken_up_to_its_own_cap(nova:
     assert "server.max_import_bytes" in assert_detail(refused, 413)
     found = api(nova, "GET", "/api/memory", "bob", params={"query": "Vortemund"}).json()
     assert found["messages"] == []  # nothing of it imported
+
+
+def test_reminders_over_http_are_the_key_users_and_follow_the_contract(nova: Nova) -> None:
+    made = api(
+        nova, "POST", "/api/proactive", "bob", json={"text": "call Mirabel", "at": "in 2 hours"}
+    )
+    assert made.status_code == 200, made.text
+    body = made.json()
+    assert {"id", "due_at", "kind", "status", "cause", "text"} <= set(body)
+    assert (body["kind"], body["status"], body["text"]) == ("reminder", "scheduled", "call Mirabel")
+    listed = api(nova, "GET", "/api/proactive", "bob").json()
+    assert [s["id"] for s in listed["scheduled"]] == [body["id"]]
+    assert api(nova, "GET", "/api/proactive", "eve").json()["scheduled"] == []
+    unreadable = api(nova, "POST", "/api/proactive", "bob", json={"text": "x", "at": "someday"})
+    assert "Cannot tell a time" in assert_detail(unreadable, 400)
+    assert api(nova, "DELETE", f"/api/proactive/{body['id']}", "eve").status_code == 404
+    cancelled = api(nova, "DELETE", f"/api/proactive/{body['id']}", "bob")
+    assert cancelled.json()["status"] == "cancelled"
+    again = api(nova, "DELETE", f"/api/proactive/{body['id']}", "bob")
+    assert "cancelled already" in assert_detail(again, 409)
+    every = api(nova, "GET", "/api/proactive", "bob", params={"all": "true"}).json()
+    assert [s["status"] for s in every["scheduled"]] == ["cancelled"]
+    switched = api(nova, "PUT", "/api/proactive/switches", "bob", json={"enabled": False})
+    assert switched.json() == dict.fromkeys(("reminder", "event", "checkin", "followup"), False)
+    api(nova, "PUT", "/api/proactive/switches", "bob", json={"enabled": True})

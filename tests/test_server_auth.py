@@ -169,10 +169,18 @@ def test_another_users_ids_answer_exactly_like_missing_ones(
 ) -> None:
     posted = ada_turn(nova, server, nova.auth("ada"))
     [memory] = memory_ids(nova, nova.auth("ada"))
+    reminder = httpx.post(
+        f"{nova.url}/api/proactive",
+        json={"text": "water the plants", "at": "tomorrow at 9"},
+        headers=nova.auth("ada"),
+        timeout=30,
+    )
+    assert reminder.status_code == 200, reminder.text
     theirs = {
         "turn_id": int(posted["turn_id"]),
         "conversation_id": int(posted["conversation_id"]),
         "memory_id": memory,
+        "event_id": int(reminder.json()["id"]),
     }
     missing = dict.fromkeys(theirs, MISSING)
     checked = 0
