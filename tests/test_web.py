@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -24,13 +25,13 @@ from novaberg.config import load_settings
 from novaberg.memory.store import MemoryStore, Statement
 from novaberg.server.app import create_app
 from novaberg.server.web import CSP, page_weight
-from novaberg.testing import OllamaTestServer, Reply
+from novaberg.testing import Match, OllamaTestServer, Reply
 from novaberg.text import visible
 from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
 USERS = tuple(
-    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam".split()  # noqa: SIM905
+    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam tia".split()  # noqa: SIM905
 )
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
@@ -936,3 +937,55 @@ def test_a_pasted_key_loses_invisible_characters_and_a_foreign_one_is_named(
     expect(page.locator("#nav")).to_be_visible()
     expect(page.locator("#signin-error")).to_be_empty()
     assert page.evaluate("sessionStorage.getItem('novaberg.key')") == key
+
+
+NOTIFICATION_SPY = """
+window.__notified = [];
+window.__hidden = false;
+Object.defineProperty(Document.prototype, "hidden", { get: () => window.__hidden === true });
+window.Notification = class {
+  static permission = "granted";
+  static requestPermission() { return Promise.resolve("granted"); }
+  constructor(title, options) { window.__notified.push([title, options.body]); }
+};
+"""
+
+
+def test_a_reminder_arrives_live_as_nova_writing_first_and_notifies_a_tab_in_the_background(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    """The serve process's sweeper sends it; the page gets it over /api/events. The browser's
+    Notification API is replaced by a spy (headless chromium shows none): what is checked is
+    that the page calls it, for a hidden tab only."""
+    page = watched.page
+    page.add_init_script(NOTIFICATION_SPY)
+    sign_in(page, nova.url, nova.keys["tia"])
+    server.script("responder", Reply(content="Hello Tia."))
+    send(page, "Hi Nova")
+    expect(page.locator("#messages .message.nova .text")).to_have_text("Hello Tia.")
+    server.script(
+        "responder", Reply(content="Time to feed the Quorble!"), match=Match(contains="Quorble")
+    )
+    made = httpx.post(
+        f"{nova.url}/api/proactive",
+        json={"text": "feed the Quorble", "at": "in 5 minutes"},
+        headers=nova.auth("tia"),
+        timeout=30,
+    )
+    assert made.status_code == 200, made.text
+    page.evaluate("window.__hidden = true")
+    db = nova.db()
+    try:  # due now: the server's sweeper (every server.poll_s) sends it
+        past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat(timespec="milliseconds")
+        db.conn.execute("UPDATE events SET due_at = ? WHERE id = ?", (past, made.json()["id"]))
+    finally:
+        db.close()
+    arrived = page.locator("#messages .message.followup")
+    expect(arrived.locator(".text")).to_have_text("Time to feed the Quorble!", timeout=30_000)
+    expect(arrived.locator(".who")).to_have_text("Nova, writing first")
+    assert page.evaluate("window.__notified") == [
+        ["Nova, writing first", "Time to feed the Quorble!"]
+    ]
+    page.reload()  # after a reload: stored in the conversation, labelled the same
+    page.locator("#conversation-list button.conversation").first.click()
+    expect(page.locator("#messages .message.followup .who")).to_have_text("Nova, writing first")

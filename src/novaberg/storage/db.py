@@ -484,7 +484,7 @@ class Database:
         """The conversation's stored messages, oldest first (a turn whose words were
         forgotten is left out, as from Nova's own history)."""
         return self.query(
-            "SELECT m.id, m.turn_id, m.role, m.content, m.created_at FROM messages m "
+            "SELECT m.id, m.turn_id, m.role, m.content, m.created_at, t.origin FROM messages m "
             "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
             "AND t.forgotten_at IS NULL ORDER BY m.id",
             (conversation_id,),

@@ -5,6 +5,7 @@ import { $, setText } from "./dom.js";
 import { setLanguage, t } from "./i18n.js";
 import { resetMemory, setupMemory, showMemory } from "./memory.js";
 import { loadStats, resetStats, setupStats } from "./stats.js";
+import { notifyIfAway, setUpNotifications } from "./notify.js";
 import { clearBanners, errorBanner } from "./ui.js";
 import { resetVoice, setupVoice } from "./voice.js";
 import { resetWhy, setupWhy } from "./why.js";
@@ -32,7 +33,10 @@ function route() {
 }
 
 function onEvent({ event, data }) {
-  if (event === "followup") addFollowup(data.turn_id, data.text, data.conversation_id);
+  if (event === "followup") {
+    addFollowup(data.turn_id, data.text, data.conversation_id, data.origin);
+    if (data.origin === "proactive") notifyIfAway(data.text);
+  }
   else if (event === "job" && !$("view-memory").hidden) showMemory();
 }
 
@@ -104,6 +108,7 @@ async function boot() {
   }
   setupChat();
   setupVoice();
+  setUpNotifications();
   setupWhy();
   setupMemory();
   setupStats();

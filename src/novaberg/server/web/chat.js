@@ -53,14 +53,14 @@ function setTurn(li, turnId) {
   state.shown.add(Number(turnId));
 }
 
-export function addFollowup(turnId, text, conversation) {
+export function addFollowup(turnId, text, conversation, origin) {
   if (!turnId || state.shown.has(Number(turnId))) return;
   if (conversation !== undefined && conversation !== state.conversation) {
-    if (state.running) state.pending.push({ turnId, text, conversation });
+    if (state.running) state.pending.push({ turnId, text, conversation, origin });
     else refreshConversations();
     return;
   }
-  message("followup", text, turnId, t("followup"));
+  message("followup", text, turnId, t(origin === "proactive" ? "proactive" : "followup"));
 }
 
 function progress(text) {
@@ -110,7 +110,10 @@ export async function openConversation(id) {
   progress("");
   try {
     const { items } = await getJSON(`/api/conversations/${id}/messages`);
-    for (const m of items) message(m.role === "user" ? "user" : "nova", m.content, m.turn_id);
+    for (const m of items) {
+      if (m.origin === "proactive") message("followup", m.content, m.turn_id, t("proactive"));
+      else message(m.role === "user" ? "user" : "nova", m.content, m.turn_id);
+    }
   } catch (err) {
     errorBanner(err);
   }
@@ -201,7 +204,7 @@ async function send() {
       // before the answer, Stop aborts the turn on the server; after it, the turn is stored
       progress(stopped ? t(answered ? "stopped_answered" : "stopped") : "");
       const waiting = state.pending.splice(0);
-      for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation);
+      for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation, f.origin);
       refreshConversations();
     }
   }
