@@ -423,3 +423,69 @@ def test_chat_shows_what_came_due_when_it_starts_and_what_arrives_while_open_onc
         timeout=60,
     )
     assert "Oswinde" not in again.stdout and "Pelagrin" not in again.stdout  # shown once
+
+
+# -- the day's events, and the records -------------------------------------------------------
+@pytest.fixture
+async def jobs_engine(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Engine]:
+    monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBEDDER", "off")
+    monkeypatch.setenv("NOVABERG_PROACTIVE__TIMEZONE", "Europe/Berlin")
+    ollama_env.standing("router", route())
+    eng = await Engine.open(load_settings().settings)
+    try:
+        yield eng
+    finally:
+        await eng.aclose()
+
+
+async def test_a_dated_event_gets_a_message_on_its_morning_and_an_important_one_the_day_before(
+    jobs_engine: Engine, server: OllamaTestServer
+) -> None:
+    server.script("salience", Reply(content=json.dumps({"score": 0.9, "summary": "A concert."})))
+    server.script("consolidate", Reply(content=json.dumps({"action": "new", "fact": "Concert."})))
+    server.script(
+        "timeline",
+        Reply(content=json.dumps({"events": [{"what": "Concert", "when": "in 3 days"}]})),
+    )
+    done = await jobs_engine.run_turn("My concert is in 3 days, I'm so nervous!")
+    await jobs_engine.run_background()
+    [event] = MemoryStore(jobs_engine.db).items(USER, kind="event")
+    day = datetime.fromisoformat(f"{event.happens_on}T00:00").date()
+    made = schedule.listing(jobs_engine.db, USER)
+    assert [(m.kind, m.text) for m in made] == [("event", "Concert"), ("event", "Concert")]
+    assert [datetime.fromisoformat(m.local) for m in made] == [
+        datetime.combine(day - timedelta(days=1), time(9, 0), tzinfo=BERLIN),
+        datetime.combine(day, time(9, 0), tzinfo=BERLIN),
+    ]
+    assert made[0].cause == f"the timeline: memory {event.id} on {event.happens_on}"
+    assert made[0].turn_id == done.turn_id  # forget of that turn cancels them
+    day_before = datetime.fromisoformat(made[0].due_at) + timedelta(minutes=1)
+    server.script("responder", Reply(content="Your concert is tomorrow. You'll be great!"))
+    [sent] = await send_due(jobs_engine, TurnService(jobs_engine), at=day_before)
+    assert sent.status == "sent"
+    task = server.requests(caller="responder")[-1].body["messages"][-1]["content"]
+    assert "tomorrow is the day of" in task and "Concert" in task
+
+
+async def test_stats_count_proactive_messages_and_why_they_were_dropped(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    from novaberg.stats import collect
+
+    now = datetime.now(UTC)
+    remind_at(engine, "one to send", now - timedelta(minutes=2))
+    remind_at(engine, "one with nothing to say", now - timedelta(minutes=1))
+    remind_at(engine, "one for later", now + timedelta(days=1))
+    server.script("responder", Reply(content="Here it is."), Reply(content="NOTHING"))
+    await send_due(engine, TurnService(engine), at=now)
+    figures = collect(engine.db, timedelta(days=1)).contract_json()["proactive"]
+    assert figures == {
+        "sent": 1,
+        "dropped": 1,
+        "scheduled": 1,
+        "dropped_why": {"nothing_to_say": 1},
+    }
+    assert "proactive" not in collect(engine.db, timedelta(days=1)).contract_json()["jobs"]

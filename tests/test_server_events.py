@@ -576,6 +576,7 @@ def test_the_log_reads_after_an_id_per_user_and_skips_forgotten_text(db: Databas
         "parent_turn_id": parent,
         "conversation_id": conversation,
         "text": "A follow-up.",
+        "origin": "self_trigger",
     }
     assert user_events.after(db, "ada", event.id) == []
     assert user_events.latest_id(db, "ada") == event.id

@@ -37,6 +37,7 @@ from novaberg.text import quoted
 
 FOLLOW_UP_CALLER = "thinker_nachfass"
 SELF_TRIGGER = "self_trigger"
+PROACTIVE = "proactive"
 _SINCE = re.compile(r"^\s*(\d{1,6})\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
@@ -124,12 +125,22 @@ class Stats:
     thinker: dict[str, int]
     corrections: dict[str, JudgeStats]
     jobs: dict[str, dict[str, int]]
+    proactive: dict[str, int]
+    """Proactive messages by status (``pending``/``running`` counted as ``scheduled``)."""
+    dropped: dict[str, int]
+    """Why proactive messages were dropped, by reason kind (:func:`reason_kind`)."""
     older_records: bool
     """Whether the database holds records older than the window (for the empty message)."""
 
     @property
     def empty(self) -> bool:
-        return not self.calls and not self.turns and not self.jobs and not self.last_resorts
+        return (
+            not self.calls
+            and not self.turns
+            and not self.jobs
+            and not self.last_resorts
+            and not self.proactive
+        )
 
     def contract_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +156,7 @@ class Stats:
             "thinker": dict(self.thinker),
             "corrections": {judge: s.view() for judge, s in self.corrections.items()},
             "jobs": {kind: dict(by) for kind, by in self.jobs.items()},
+            "proactive": {**self.proactive, "dropped_why": dict(self.dropped)},
         }
 
 
@@ -157,7 +169,8 @@ def collect(db: Database, window: timedelta, user: str | None = None) -> Stats:
     cutoff = since.isoformat(timespec="milliseconds")
     calls, followups, followup_turns = _calls(db, cutoff, user)
     turns, thinker, corrections = _turns(db, cutoff, user)
-    last_resorts, jobs = _events(db, cutoff, user)
+    last_resorts, jobs, proactive = _events(db, cutoff, user)
+    dropped = _dropped(db, cutoff, user)
     stats = Stats(
         since=since,
         user=user,
@@ -169,6 +182,8 @@ def collect(db: Database, window: timedelta, user: str | None = None) -> Stats:
         thinker=thinker,
         corrections=corrections,
         jobs=jobs,
+        proactive=proactive,
+        dropped=dropped,
         older_records=False,
     )
     if stats.empty:
@@ -285,7 +300,7 @@ def _count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
 
 def _events(
     db: Database, cutoff: str, user: str | None
-) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, int]]:
     join, params = _owner("e.conversation_id", user)
     where = " WHERE e.created_at >= ?" + (" AND v.user_id = ?" if user is not None else "")
     rows = db.query(
@@ -295,13 +310,47 @@ def _events(
     )
     last_resorts: dict[str, int] = {}
     jobs: dict[str, dict[str, int]] = {}
+    proactive: dict[str, int] = {}
     for row in rows:
         kind, status, n = str(row["type"]), str(row["status"]), int(row["n"])
         if kind == SELF_TRIGGER:
             last_resorts[status] = n
+        elif kind == PROACTIVE:
+            shown = "scheduled" if status in ("pending", "running") else status
+            proactive[shown] = proactive.get(shown, 0) + n
         else:
             jobs.setdefault(kind, {})[status] = n
-    return last_resorts, jobs
+    return last_resorts, jobs, proactive
+
+
+DROPPED = (
+    ("nothing worth saying", "nothing_to_say"),
+    ("a judge", "judge_revise"),
+    ("max_late_h", "too_late"),
+    ("max_per_day", "daily_cap"),
+    ("are off", "switched_off"),
+    ("turn failed", "turn_failed"),
+)
+
+
+def reason_kind(result: str) -> str:
+    """A dropped message's reason as a kind (the reasons carry numbers: hours, counts)."""
+    return next((kind for words, kind in DROPPED if words in result), "other")
+
+
+def _dropped(db: Database, cutoff: str, user: str | None) -> dict[str, int]:
+    join, params = _owner("e.conversation_id", user)
+    where = " AND v.user_id = ?" if user is not None else ""
+    rows = db.query(
+        f"SELECT e.result FROM events e{join} WHERE e.type = ? AND e.status = 'dropped' "
+        f"AND e.created_at >= ?{where}",
+        [PROACTIVE, cutoff, *params],
+    )
+    found: dict[str, int] = {}
+    for row in rows:
+        kind = reason_kind(str(row["result"] or ""))
+        found[kind] = found.get(kind, 0) + 1
+    return found
 
 
 def _has_older(db: Database, cutoff: str, user: str | None) -> bool:

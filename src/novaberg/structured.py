@@ -25,8 +25,23 @@ T = TypeVar("T", bound=BaseModel)
 
 @functools.cache
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of an output model, built once (pydantic takes ~1 ms per build)."""
-    return model.model_json_schema()
+    """The JSON schema of an output model, built once (pydantic takes ~1 ms per build),
+    without pydantic's ``title`` annotations: they constrain nothing, and each request
+    carries the schema (the router's is about a fifth smaller)."""
+    untitled: dict[str, Any] = _untitled(model.model_json_schema())
+    return untitled
+
+
+def _untitled(node: Any) -> Any:
+    """``node`` without ``"title": "…"`` annotations (a property *named* title stays: its
+    value is a schema, not a string)."""
+    if isinstance(node, dict):
+        return {
+            k: _untitled(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_untitled(v) for v in node]
+    return node
 
 
 def parse_json_object(text: str, model: type[T]) -> T | None:

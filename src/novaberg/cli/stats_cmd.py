@@ -134,6 +134,15 @@ def _print(stats: Stats, since: str) -> None:
         console.print(jobs)
     else:
         console.print(styled(("Background jobs: ", "bold"), "none"))
+    sent = ", ".join(f"{s} {n}" for s, n in sorted(stats.proactive.items()))
+    why = ", ".join(f"{k} {n}" for k, n in sorted(stats.dropped.items()))
+    console.print(
+        styled(
+            ("Proactive messages: ", "bold"),
+            sent or "none",
+            f" (dropped: {why})" if why else "",
+        )
+    )
 
 
 def _style(outcome: str) -> str:

@@ -352,10 +352,58 @@ async def timeline(
                 derived_from=[item.id],
                 happens_on=day.isoformat(),
             )
-            stored.append(f"event {added.id} on {day.isoformat()}")
+            days = on_the_day(c, ctx.settings, user, added.id, what, day, item, event)
+            also = f" ({days} message(s) scheduled)" if days else ""
+            stored.append(f"event {added.id} on {day.isoformat()}{also}")
         return ", ".join(stored)
 
     return write, ""
+
+
+IMPORTANT = 0.8
+"""An event whose item salience scored at least this gets a message the day before too."""
+
+
+def on_the_day(
+    c: Any,
+    settings: Any,
+    user: str,
+    event_id: int,
+    what: str,
+    day: date,
+    item: MemoryItem,
+    job: Event,
+) -> int:
+    """In the timeline job's transaction: a proactive message on the morning of a dated
+    event (``proactive.morning``, the user's zone) and, for an important one, the morning
+    before; only those still ahead, once per event (their cause key). Returns how many."""
+    from datetime import time as clock
+
+    from novaberg.proactive.schedule import schedule, zone
+    from novaberg.proactive.when import When, wall_time
+
+    where = zone(settings)
+    morning = clock.fromisoformat(settings.proactive.morning)
+    ahead = [0, 1] if item.importance >= IMPORTANT else [0]
+    made = 0
+    for before in ahead:
+        local = wall_time(day - timedelta(days=before), morning, where)
+        if local <= datetime.now(UTC):
+            continue
+        schedule(
+            c,
+            user,
+            what,
+            When(local.astimezone(UTC), local),
+            cause=f"the timeline: memory {event_id} on {day.isoformat()}",
+            cause_key=f"event:{event_id}:{before}",
+            kind="event",
+            turn_id=item.source_turn_id,
+            conversation=job.conversation_id,
+            ahead=before,
+        )
+        made += 1
+    return made
 
 
 async def _profile(

@@ -22,21 +22,20 @@ from novaberg.structured import ask_structured
 SAFE_DEFAULT = {"intent": "smalltalk", "tone": "warm", "needs_check": False}
 
 
+# The message corrects or retracts something the user said before ("no, Munich, not Berlin":
+# ``correct``, wrong "Berlin", right "Munich"; "I don't have the dog any more": ``retract``,
+# wrong "dog"). No docstring: it would be the schema's description, sent with every request.
 class Correction(BaseModel):
-    """The message corrects or retracts something the user said before ("no, Munich, not
-    Berlin": ``correct``, wrong "Berlin", right "Munich"; "I don't have the dog any more":
-    ``retract``, wrong "dog")."""
-
     model_config = ConfigDict(extra="ignore")
     kind: Literal["correct", "retract"]
     wrong: str = Field(min_length=1, max_length=200)
     right: str | None = Field(None, max_length=200)
 
 
+# The message asks to be reminded ("remind me tomorrow at 9 to call my mother": what "call my
+# mother", when "tomorrow at 9"); novaberg.proactive.when reads ``when``. No docstring: it
+# would be the schema's description, sent with every router request.
 class Reminder(BaseModel):
-    """The message asks to be reminded ("remind me tomorrow at 9 to call my mother": what
-    "call my mother", when "tomorrow at 9"); :mod:`novaberg.proactive.when` reads ``when``."""
-
     model_config = ConfigDict(extra="ignore")
     what: str = Field(min_length=1, max_length=300)
     when: str = Field(min_length=1, max_length=100)
@@ -48,15 +47,25 @@ class RouterOutput(BaseModel):
     tone: str = Field(min_length=1, max_length=60)
     needs_check: bool
     correction: Correction | None = None
+
+
+# The router's output while Nova can send reminders (proactive.enabled; off on the embedded
+# model, whose small model fills the field from the prompt's own words). No docstring: see above.
+class RouterWithReminder(RouterOutput):
     reminder: Reminder | None = None
 
 
 async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+    reminders = ctx.settings.proactive.enabled
+    system = ctx.prompts.router
+    if reminders:
+        system = f"{system} {ctx.prompts.router_reminder}"
     messages = [
-        {"role": "system", "content": ctx.prompts.router},
+        {"role": "system", "content": system},
         {"role": "user", "content": state["user_text"]},
     ]
-    parsed = await ask_structured(ctx, "router", messages, RouterOutput)
+    shape = RouterWithReminder if reminders else RouterOutput
+    parsed = await ask_structured(ctx, "router", messages, shape)
     if parsed is None:
         return _default_route(state, ctx)
     route = parsed.model_dump()

@@ -32,12 +32,16 @@ TASK = {
         "of: {text}",
         "event": "Write to the user now, unasked: today is the day of something they told you "
         "about: {text}",
+        "event_ahead": "Write to the user now, unasked: tomorrow is the day of something they "
+        "told you about: {text}",
     },
     "de": {
         "reminder": "Schreib der Person jetzt von dir aus: Sie hat dich gebeten, sie für {when} "
         "an Folgendes zu erinnern: {text}",
         "event": "Schreib der Person jetzt von dir aus: Heute ist der Tag von etwas, das sie dir "
         "erzählt hat: {text}",
+        "event_ahead": "Schreib der Person jetzt von dir aus: Morgen ist der Tag von etwas, das "
+        "sie dir erzählt hat: {text}",
     },
 }
 RULE = {
@@ -63,6 +67,8 @@ class Due:
     asked_in: int | None
     """The turn that asked for it, if a turn did."""
     attempts: int = 0
+    ahead: int = 0
+    """For an event: the message the day before it (1), or on the day (0)."""
 
     @classmethod
     def of(cls, event: Event) -> Due:
@@ -76,13 +82,15 @@ class Due:
             p.get("repeat"),
             event.turn_id,
             int(p.get("attempts", 0)),
+            int(p.get("ahead", 0)),
         )
 
     def task(self, language: str) -> str:
         """The turn's message: what to write about (data in quotes, never instructions)."""
         shapes = TASK.get(language, TASK["en"])
         when = self.local.replace("T", " ")[:16]
-        return shapes.get(self.kind, shapes["reminder"]).format(
+        shape = "event_ahead" if self.kind == "event" and self.ahead else self.kind
+        return shapes.get(shape, shapes["reminder"]).format(
             when=when, text=json.dumps(self.text, ensure_ascii=False)
         )
 

@@ -138,14 +138,16 @@ def schedule(
     kind: str = "reminder",
     turn_id: int | None = None,
     conversation: int | None = None,
+    ahead: int = 0,
 ) -> int:
     """Schedule one message inside transaction ``c``; its id. ``cause_key``: a second call for
-    the same cause schedules nothing and returns the first one's id (default: a new cause)."""
+    the same cause schedules nothing and returns the first one's id (default: a new cause).
+    ``ahead``: for an event, how many days before it this message is."""
     if kind not in PROACTIVE_KINDS:
         raise UsageError(f"Unknown kind {kind!r}: one of {', '.join(PROACTIVE_KINDS)}.")
     key = cause_key or f"{kind}:{uuid.uuid4().hex}"
     where = conversation if conversation is not None else latest_conversation(c, user)
-    payload = {
+    payload: dict[str, Any] = {
         "kind": kind,
         "text": text,
         "cause": cause,
@@ -153,6 +155,8 @@ def schedule(
         "local": when.local.isoformat(timespec="minutes"),
         "zone": str(when.local.tzinfo),
     }
+    if ahead:
+        payload["ahead"] = ahead  # an event's message the day(s) before it
     stamped = now()
     row = c.execute(
         "INSERT INTO events (conversation_id, turn_id, type, status, payload, created_at, "

@@ -24,6 +24,8 @@ class Prompts:
     ambiguous: str
     tone_line: str
     router: str
+    router_reminder: str
+    """Appended to ``router`` while Nova can send reminders (``proactive.enabled``)."""
 
 
 EN = Prompts(
@@ -69,10 +71,11 @@ EN = Prompts(
         '"correction": only if the user corrects or takes back something they told before '
         '(such as "no, Munich, not Berlin" or "I don\'t have the dog any more"): '
         '{"kind": "correct" or "retract", "wrong": the words that were wrong, "right": the '
-        'right words (for "correct")}, otherwise null, '
-        '"reminder": only if the user asks to be reminded of something (such as "remind me '
-        'tomorrow at 9 to call my mother"): {"what": what to remind them of, "when": the words '
-        "of the message that say when, copied exactly}, otherwise null}."
+        'right words (for "correct")}, otherwise null}.'
+    ),
+    router_reminder=(
+        'Add "reminder" when the user asks to be reminded: {"what": of what, "when": the '
+        "message's words saying when}, else null."
     ),
 )
 
@@ -120,10 +123,11 @@ DE = Prompts(
         '"correction": nur wenn die Person etwas berichtigt oder zurücknimmt, das sie früher '
         'erzählt hat (etwa "nein, München, nicht Berlin" oder "ich habe keinen Hund mehr"): '
         '{"kind": "correct" oder "retract", "wrong": die falschen Worte, "right": die '
-        'richtigen Worte (bei "correct")}, sonst null, '
-        '"reminder": nur wenn die Person an etwas erinnert werden möchte (etwa "erinnere mich '
-        'morgen um 9 daran, meine Mutter anzurufen"): {"what": woran erinnert werden soll, '
-        '"when": die Worte der Nachricht, die sagen wann, genau abgeschrieben}, sonst null}.'
+        'richtigen Worte (bei "correct")}, sonst null}.'
+    ),
+    router_reminder=(
+        'Füge "reminder" hinzu, wenn die Person erinnert werden möchte: {"what": woran, '
+        '"when": die Worte der Nachricht, die sagen wann}, sonst null.'
     ),
 )
 
