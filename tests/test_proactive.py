@@ -489,3 +489,55 @@ async def test_stats_count_proactive_messages_and_why_they_were_dropped(
         "dropped_why": {"nothing_to_say": 1},
     }
     assert "proactive" not in collect(engine.db, timedelta(days=1)).contract_json()["jobs"]
+
+
+async def _concern(engine: Engine, server: OllamaTestServer, text: str, concern: str) -> int:
+    """A salient turn whose adaptive profile job names ``concern`` as an open one."""
+    server.script("salience", Reply(content=json.dumps({"score": 0.8, "summary": text})))
+    server.script("consolidate", Reply(content="not json"), Reply(content="still not"))
+    done = await engine.run_turn(text)
+    assert done.memory_id is not None
+    statement = {"text": concern, "sources": [done.memory_id], "concern": True}
+    server.script("profile_adaptive", Reply(content=json.dumps({"statements": [statement]})))
+    await engine.run_background()
+    return done.memory_id
+
+
+async def test_an_open_concern_gets_one_check_in_days_later_only_while_it_is_current(
+    jobs_engine: Engine, server: OllamaTestServer
+) -> None:
+    await _concern(jobs_engine, server, "I dread the interview.", "Dreads the job interview.")
+    [checkin] = schedule.listing(jobs_engine.db, USER)
+    assert (checkin.kind, checkin.text) == ("checkin", "Dreads the job interview.")
+    in_three = datetime.now(BERLIN).date() + timedelta(days=3)  # proactive.checkin_days
+    assert datetime.fromisoformat(checkin.local) == datetime.combine(
+        in_three, time(9, 0), tzinfo=BERLIN
+    )
+    await _concern(jobs_engine, server, "Still dreading it.", "dreads the job  interview.")
+    assert len(schedule.listing(jobs_engine.db, USER)) == 1  # the same concern: once
+    due = datetime.fromisoformat(checkin.due_at) + timedelta(minutes=1)
+    server.script("responder", Reply(content="How did the interview go?"))
+    [sent] = await send_due(jobs_engine, TurnService(jobs_engine), at=due)
+    assert sent.status == "sent"
+    task = server.requests(caller="responder")[-1].body["messages"][-1]["content"]
+    assert "a few days ago" in task and "Dreads the job interview." in task
+    # a concern that left the profile is not asked about
+    await _concern(jobs_engine, server, "My exam worries me.", "Worried about the exam.")
+    [exam] = schedule.listing(jobs_engine.db, USER)
+    MemoryStore(jobs_engine.db).set_profile(USER, "adaptive", [])
+    later = datetime.fromisoformat(exam.due_at) + timedelta(minutes=1)
+    [dropped] = await send_due(jobs_engine, TurnService(jobs_engine), at=later)
+    assert dropped.status == "dropped"
+    assert status_of(jobs_engine, exam.id)[1] == "the concern is no longer in the adaptive profile"
+
+
+async def test_forgetting_what_a_concern_rests_on_cancels_its_check_in_and_erases_its_words(
+    jobs_engine: Engine, server: OllamaTestServer
+) -> None:
+    memory = await _concern(jobs_engine, server, "Quorvath worries me.", "Worried about Quorvath.")
+    [checkin] = schedule.listing(jobs_engine.db, USER)
+    MemoryStore(jobs_engine.db).forget(USER, memory)
+    found = schedule.get(jobs_engine.db, USER, checkin.id)
+    assert found is not None and found.status == "cancelled"
+    rows = jobs_engine.db.query("SELECT payload, result FROM events WHERE type = 'proactive'")
+    assert not any("Quorvath" in str(r["payload"]) + str(r["result"]) for r in rows)

@@ -495,6 +495,13 @@ class Proactive(BaseModel):
         description="a message that came due while no process sent it is sent once when one "
         "starts, or dropped (with the reason) when it is more hours late than this",
     )
+    checkin_days: int = Field(
+        3,
+        ge=1,
+        le=60,
+        description="days after an open concern enters the adaptive profile that Nova asks "
+        "how it went (in the morning; only while the concern is still current)",
+    )
     morning: str = Field(
         "09:00", pattern=CLOCK, description="HH:MM: when a reminder for a day without a time is due"
     )

@@ -46,8 +46,9 @@ EN = JobPrompts(
     profile_adaptive=(
         "Describe the user's CURRENT moods and concerns (the adaptive profile) in at most 5 "
         "short statements. Use only what the memories below say; each statement lists the ids "
-        'of the memories it rests on. Answer with ONE JSON object {"statements": [{"text", '
-        '"sources": [ids]}]}.'
+        "of the memories it rests on; concern is true for a worry or open matter (an exam, an "
+        'interview) worth asking about in a few days. Answer with ONE JSON object {"statements": '
+        '[{"text", "sources": [ids], "concern": true or false}]}.'
     ),
     profile_core=(
         "Describe the user's STABLE traits, interests and circumstances (the core profile) in "
@@ -84,8 +85,10 @@ DE = JobPrompts(
     profile_adaptive=(
         "Beschreibe die AKTUELLEN Stimmungen und Anliegen der Person (das adaptive Profil) in "
         "höchstens 5 kurzen Aussagen auf Deutsch. Nutze nur, was die Erinnerungen unten sagen; "
-        "jede Aussage nennt die Nummern der Erinnerungen, auf denen sie beruht. Antworte mit "
-        'GENAU EINEM JSON-Objekt {"statements": [{"text", "sources": [Nummern]}]}.'
+        "jede Aussage nennt die Nummern der Erinnerungen, auf denen sie beruht; concern ist true "
+        "für eine Sorge oder offene Sache (eine Prüfung, ein Vorstellungsgespräch), nach der man "
+        'in ein paar Tagen fragen sollte. Antworte mit GENAU EINEM JSON-Objekt {"statements": '
+        '[{"text", "sources": [Nummern], "concern": true oder false}]}.'
     ),
     profile_core=(
         "Beschreibe die BESTÄNDIGEN Eigenschaften, Interessen und Lebensumstände der Person "

@@ -95,6 +95,8 @@ class ProfileStatement(BaseModel):
     model_config = ConfigDict(extra="ignore")
     text: str = Field(max_length=300)
     sources: list[int]
+    concern: bool = False
+    """An open worry worth a check-in (the adaptive profile's; :func:`check_in_later`)."""
 
 
 class ProfileOutput(BaseModel):
@@ -406,6 +408,42 @@ def on_the_day(
     return made
 
 
+def check_in_later(c: Any, settings: Any, user: str, concern: Statement, job: Event) -> bool:
+    """In the adaptive profile job's transaction: a check-in on an open concern on the morning
+    ``proactive.checkin_days`` from now, once per concern (its words, up to case and spacing,
+    are its cause); sent only while the concern is still in the adaptive profile. Whether one
+    was scheduled now."""
+    import hashlib
+    from datetime import time as clock
+
+    from novaberg.proactive.schedule import schedule, zone
+    from novaberg.proactive.when import When, wall_time
+    from novaberg.text import same_text
+
+    where = zone(settings)
+    day = datetime.now(UTC).astimezone(where).date() + timedelta(
+        days=settings.proactive.checkin_days
+    )
+    local = wall_time(day, clock.fromisoformat(settings.proactive.morning), where)
+    words = hashlib.sha256(f"{user}\n{same_text(concern.text)}".encode()).hexdigest()
+    key = f"checkin:{words}"
+    if c.execute("SELECT 1 FROM events WHERE cause_key = ?", (key,)).rows:
+        return False
+    schedule(
+        c,
+        user,
+        concern.text,
+        When(local.astimezone(UTC), local),
+        cause="an open concern of the adaptive profile",
+        cause_key=key,
+        kind="checkin",
+        turn_id=job.turn_id,
+        conversation=job.conversation_id,
+        sources=concern.sources,
+    )
+    return True
+
+
 async def _profile(
     part: Literal["core", "adaptive"],
     ctx: JobContext,
@@ -449,10 +487,19 @@ async def _profile(
             "sources among the memories shown"
         )
 
+    concerns = [
+        Statement(s.text.strip(), sorted(set(s.sources)))
+        for s in out.statements
+        if part == "adaptive" and s.concern and s.text.strip() and s.sources
+        and set(s.sources) <= offered
+    ]  # fmt: skip
+
     def write(c: Any) -> str:
         version = store.set_profile(user, part, statements, c)
         note = f" ({dropped} without valid sources dropped)" if dropped else ""
-        return f"{part} profile version {version}: {len(statements)} statements{note}"
+        later = sum(check_in_later(c, ctx.settings, user, s, event) for s in concerns)
+        asked = f"; {later} check-in(s) scheduled" if later else ""
+        return f"{part} profile version {version}: {len(statements)} statements{note}{asked}"
 
     return write, ""
 

@@ -765,7 +765,7 @@ class MemoryStore:
             for place in FORGET_MAP:
                 n = _ACTIONS[place.action](c, place, scopes, stamp)
                 changed[place.table] = changed.get(place.table, 0) + n
-            _cancel_proactive(c, scopes["events"], stamp)
+            _cancel_proactive(c, user, scopes["events"], family, stamp)
         files = self._compact()
         return Forgotten(
             ids,
@@ -810,18 +810,30 @@ class MemoryStore:
         return "tables and their indexes rewritten"
 
 
-def _cancel_proactive(c: Connection, events: set[int], stamp: str) -> None:
-    """A proactive message whose cause forget reached (the turn that asked for a reminder,
-    whose words are erased now) is never sent: cancelled, in forget's transaction."""
-    if not events:
-        return
-    marks = ", ".join("?" for _ in events)
-    c.execute(
-        "UPDATE events SET status = 'cancelled', result = 'its cause was forgotten', "
-        f"claimed_until = NULL, updated_at = ? WHERE type = 'proactive' "
-        f"AND status IN ('pending', 'running') AND id IN ({marks})",
-        (stamp, *sorted(events)),
-    )
+def _cancel_proactive(
+    c: Connection, user: str, events: set[int], family: set[int], stamp: str
+) -> None:
+    """A proactive message whose cause forget reached is never sent: cancelled, in forget's
+    transaction. Its cause: the turn that asked for a reminder or told of a dated event
+    (whose events forget scrubs), or a memory a check-in's concern rests on (its words are
+    erased here)."""
+    rows = c.execute(
+        "SELECT e.id, e.payload FROM events e JOIN conversations v ON v.id = e.conversation_id "
+        "WHERE v.user_id = ? AND e.type = 'proactive' AND e.status IN ('pending', 'running')",
+        (user,),
+    ).rows
+    for row in rows:
+        payload = json.loads(str(row["payload"]))
+        resting = set(payload.get("sources") or ())
+        if int(row["id"]) not in events and not resting & family:
+            continue
+        if resting & family:
+            payload["text"] = FORGOTTEN
+        c.execute(
+            "UPDATE events SET status = 'cancelled', result = 'its cause was forgotten', "
+            "payload = ?, claimed_until = NULL, updated_at = ? WHERE id = ?",
+            (json.dumps(payload, ensure_ascii=False), stamp, int(row["id"])),
+        )
 
 
 @dataclass(frozen=True)

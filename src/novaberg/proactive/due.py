@@ -34,6 +34,8 @@ TASK = {
         "about: {text}",
         "event_ahead": "Write to the user now, unasked: tomorrow is the day of something they "
         "told you about: {text}",
+        "checkin": "Write to the user now, unasked: a few days ago this was on their mind: "
+        "{text}. Ask gently how it is going.",
     },
     "de": {
         "reminder": "Schreib der Person jetzt von dir aus: Sie hat dich gebeten, sie für {when} "
@@ -42,6 +44,8 @@ TASK = {
         "erzählt hat: {text}",
         "event_ahead": "Schreib der Person jetzt von dir aus: Morgen ist der Tag von etwas, das "
         "sie dir erzählt hat: {text}",
+        "checkin": "Schreib der Person jetzt von dir aus: Vor ein paar Tagen beschäftigte sie "
+        "das: {text}. Frag behutsam, wie es steht.",
     },
 }
 RULE = {

@@ -139,6 +139,7 @@ def schedule(
     turn_id: int | None = None,
     conversation: int | None = None,
     ahead: int = 0,
+    sources: list[int] | None = None,
 ) -> int:
     """Schedule one message inside transaction ``c``; its id. ``cause_key``: a second call for
     the same cause schedules nothing and returns the first one's id (default: a new cause).
@@ -157,6 +158,8 @@ def schedule(
     }
     if ahead:
         payload["ahead"] = ahead  # an event's message the day(s) before it
+    if sources:
+        payload["sources"] = sorted(sources)  # a check-in: the memories its concern rests on
     stamped = now()
     row = c.execute(
         "INSERT INTO events (conversation_id, turn_id, type, status, payload, created_at, "

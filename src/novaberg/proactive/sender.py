@@ -10,6 +10,7 @@ after its lease on another). Then, in this order:
   within that, it is sent late, once — the same for every kind;
 - a turn of the user is running: it waits (released, tried at the next sweep): the turn goes
   first;
+- a check-in whose concern left the adaptive profile: dropped;
 - not a reminder the user asked for, and inside ``proactive.quiet_hours``: it waits until
   they end (its ``due_at`` moves there);
 - not a reminder, and the user got ``proactive.max_per_day`` such messages today (in their
@@ -95,6 +96,8 @@ async def _handle(engine: Engine, service: TurnService, event: Event, at: dateti
     settings = engine.settings.proactive
     if not (await db.run(switches, db, user)).get(due.kind, True):
         return await _drop(engine, due, f"{due.kind} messages are off (novaberg proactive on)")
+    if due.kind == "checkin" and not await db.run(_concern_current, engine, user, due.text):
+        return await _drop(engine, due, "the concern is no longer in the adaptive profile")
     late = at - datetime.fromisoformat(str(event.due_at))
     if late > timedelta(hours=settings.max_late_h):
         hours = late.total_seconds() / 3600
@@ -193,6 +196,16 @@ def _status(engine: Engine, event_id: int) -> tuple[str, str]:
 def _latest(engine: Engine, user: str) -> int:
     with engine.db.transaction() as c:
         return latest_conversation(c, user)
+
+
+def _concern_current(engine: Engine, user: str, concern: str) -> bool:
+    """Whether the adaptive profile still holds ``concern`` (up to case and spacing)."""
+    from novaberg.memory.store import MemoryStore
+    from novaberg.text import same_text
+
+    adaptive = MemoryStore(engine.db).profile(user).get("adaptive")
+    wanted = same_text(concern)
+    return adaptive is not None and any(same_text(s.text) == wanted for s in adaptive.statements)
 
 
 def _turn_running(engine: Engine, user: str) -> bool:
