@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("novaberg")
 ATTEMPTS = 3
+HOLD_S = 1.0
+"""How long a message that must wait (a turn of its user runs) stays claimed: less than a
+sweep's interval, so the next sweep tries it again."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ async def send_due(
         event = await engine.db.run(engine.events.claim, (TYPE,), None, None, None, stamp(moment))
         if event is None:
             break
-        if event.id in waited:  # released a moment ago: its turn for the next sweep
+        if event.id in waited:  # held a moment ago, and the hold ran out: the next sweep's
             await engine.db.run(_release, engine, event.id, None)
             break
         outcome = await _handle(engine, service, event, moment)
@@ -158,9 +161,26 @@ async def _drop(engine: Engine, due: Due, reason: str) -> Outcome:
 
 
 async def _wait(engine: Engine, due: Due, until: datetime | None, reason: str) -> Outcome:
-    await engine.db.run(_release, engine, due.event_id, until)
+    """Not now: moved to ``until`` (pending again), or, without one, held for
+    :data:`HOLD_S` (its claim kept that long), so that this sweep claims the next message
+    instead of this one again, and a later sweep tries it anew."""
+    if until is None:
+        await engine.db.run(_hold, engine, due.event_id)
+    else:
+        await engine.db.run(_release, engine, due.event_id, until)
     log.info("proactive message %d waits: %s", due.event_id, reason)
     return Outcome(due.event_id, "waiting", reason)
+
+
+def _hold(engine: Engine, event_id: int) -> None:
+    """Blocking: the claim of this process kept for :data:`HOLD_S` more seconds."""
+    until = datetime.now(UTC) + timedelta(seconds=HOLD_S)
+    with engine.db.transaction() as c:
+        c.execute(
+            "UPDATE events SET claimed_until = ?, updated_at = ? WHERE id = ? "
+            "AND status = 'running'",
+            (stamp(until), now(), event_id),
+        )
 
 
 def _release(
