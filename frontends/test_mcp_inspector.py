@@ -17,7 +17,7 @@ from frontends.inspector import inspect
 from frontends.nova_side import FRONTEND_USER, JWT_SECRET, EndUser
 from novaberg.testing import OllamaTestServer
 
-TOOLS = {"recall", "remember", "forget", "timeline", "profile", "talk"}
+TOOLS = {"recall", "remember", "forget", "correct", "retract", "timeline", "profile", "talk"}
 
 
 def structured(printed: dict[str, Any]) -> dict[str, Any]:
