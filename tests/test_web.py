@@ -31,7 +31,7 @@ from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
 USERS = tuple(
-    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam tia".split()  # noqa: SIM905
+    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam tia uma".split()  # noqa: SIM905
 )
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
@@ -989,3 +989,27 @@ def test_a_reminder_arrives_live_as_nova_writing_first_and_notifies_a_tab_in_the
     page.reload()  # after a reload: stored in the conversation, labelled the same
     page.locator("#conversation-list button.conversation").first.click()
     expect(page.locator("#messages .message.followup .who")).to_have_text("Nova, writing first")
+
+
+def test_the_memory_view_lists_what_is_scheduled_and_cancels_one(
+    watched: Watched, nova: Nova
+) -> None:
+    page = watched.page
+    for text, at in (("water the Fennikel", "tomorrow at 9"), ("call Oswaldine", "in 3 days")):
+        made = httpx.post(
+            f"{nova.url}/api/proactive",
+            json={"text": text, "at": at},
+            headers=nova.auth("uma"),
+            timeout=30,
+        )
+        assert made.status_code == 200, made.text
+    sign_in(page, nova.url, nova.keys["uma"])
+    page.get_by_role("link", name="Memory").click()
+    page.get_by_role("tab", name="Reminders").click()
+    listed = page.locator("#panel-reminders li")
+    expect(listed.locator(".reminder-text")).to_have_text(["water the Fennikel", "call Oswaldine"])
+    expect(listed.first).to_contain_text("POST /api/proactive")  # its cause
+    listed.first.get_by_role("button", name="Cancel").click()
+    expect(listed.locator(".reminder-text")).to_have_text(["call Oswaldine"])
+    left = httpx.get(f"{nova.url}/api/proactive", headers=nova.auth("uma"), timeout=30).json()
+    assert [s["text"] for s in left["scheduled"]] == ["call Oswaldine"]

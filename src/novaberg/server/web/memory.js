@@ -7,7 +7,7 @@ import { lang, t } from "./i18n.js";
 import { confirmDialog, errorBanner } from "./ui.js";
 import { openWhy } from "./why.js";
 
-const TABS = ["items", "profile", "timeline", "jobs", "transfer"];
+const TABS = ["items", "profile", "timeline", "reminders", "jobs", "transfer"];
 const known = new Map(); // id → text of the items last listed (for the profile's sources)
 let exported = null; // the object URL of the last export, until it is revoked
 
@@ -180,6 +180,49 @@ async function loadTimeline() {
   }
 }
 
+// What Nova will write first (GET /api/proactive), soonest first, each with its cause and a
+// Cancel button (DELETE /api/proactive/{id}).
+async function loadReminders() {
+  const panel = clear($("panel-reminders"));
+  try {
+    const { scheduled } = await getJSON("/api/proactive");
+    if (!scheduled.length) {
+      panel.append(h("p", { class: "muted" }, t("reminders_none")));
+      return;
+    }
+    panel.append(
+      h(
+        "ul",
+        { class: "reminders" },
+        scheduled.map((r) =>
+          h(
+            "li",
+            { "data-reminder": r.id },
+            h("time", { datetime: r.due_at }, when(r.due_at, lang)),
+            " ",
+            h("span", { class: "reminder-text" }, r.text),
+            " ",
+            h("small", { class: "muted" }, `${r.kind}, ${r.cause}${r.repeat ? `, ${r.repeat}` : ""}`),
+            " ",
+            h("button", { type: "button", onclick: () => cancelReminder(r.id) }, t("cancel_reminder")),
+          ),
+        ),
+      ),
+    );
+  } catch (err) {
+    errorBanner(err);
+  }
+}
+
+async function cancelReminder(id) {
+  try {
+    await request("DELETE", `/api/proactive/${id}`);
+  } catch (err) {
+    errorBanner(err);
+  }
+  await loadReminders();
+}
+
 async function loadJobs() {
   const panel = clear($("panel-jobs"));
   try {
@@ -264,6 +307,7 @@ function select(tab) {
   if (tab === "items") loadItems(lastQuery);
   else if (tab === "profile") loadProfile();
   else if (tab === "timeline") loadTimeline();
+  else if (tab === "reminders") loadReminders();
   else if (tab === "jobs") loadJobs();
 }
 
