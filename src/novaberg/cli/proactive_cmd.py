@@ -81,8 +81,9 @@ def list_cmd(
     user: UserOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """What Nova will write first, soonest first, each with its cause (--all: and what came
-    of the others)."""
+    """What Nova will write first, soonest first, each with its cause.
+
+    With --all also what was sent, dropped (and why) or cancelled."""
     from novaberg.cli.common import guarded
     from novaberg.cli.safe import dumps, echo
     from novaberg.proactive.schedule import listing, switches
