@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
@@ -73,16 +73,7 @@ def claim_waiting(
             f"AND t.forgotten_at IS NULL AND d.turn_id IS NULL{limit} ORDER BY t.id",
             params,
         ).rows
-        claimed = set(claim(c, [int(r["id"]) for r in rows], channel))
-    return [
-        Followup(
-            int(r["id"]),
-            None if r["parent_turn_id"] is None else int(r["parent_turn_id"]),
-            str(r["content"]),
-        )
-        for r in rows
-        if int(r["id"]) in claimed
-    ]
+        return _claimed(c, rows, channel)
 
 
 def claim_proactive(db: Database, user: str, channel: Channel) -> list[Followup]:
@@ -99,7 +90,13 @@ def claim_proactive(db: Database, user: str, channel: Channel) -> list[Followup]
             "AND t.forgotten_at IS NULL AND d.turn_id IS NULL ORDER BY t.id",
             (user,),
         ).rows
-        claimed = set(claim(c, [int(r["id"]) for r in rows], channel))
+        return _claimed(c, rows, channel)
+
+
+def _claimed(c: Connection, rows: list[dict[str, Any]], channel: Channel) -> list[Followup]:
+    """Of the messages found (``id``, ``parent_turn_id``, ``content``), those this response
+    claims (:func:`claim`), in the order found."""
+    claimed = set(claim(c, [int(r["id"]) for r in rows], channel))
     return [
         Followup(
             int(r["id"]),

@@ -241,8 +241,9 @@ class Engine:
         message = validate_message(text, self.settings)
         conversation = await self.db.run(open_conversation, self.db, user, conversation_id)
         origin = "user" if regenerate is None else "regenerate"
+        parent = regenerate
         if proactive is not None:
-            origin, regenerate = "proactive", None
+            origin, parent = "proactive", proactive.asked_in
         result = await self._run(
             message,
             user,
@@ -250,7 +251,7 @@ class Engine:
             origin,
             on_token,
             on_progress,
-            parent_turn_id=regenerate if proactive is None else proactive.asked_in,
+            parent_turn_id=parent,
             on_start=on_start,
             on_answer=on_answer,
             shown=shown,

@@ -18,6 +18,7 @@ from novaberg.config import Settings
 from novaberg.engine.core import Engine
 from novaberg.errors import ConfigError
 from novaberg.memory.jobs import IMPORT_TYPES, BackgroundJobs, JobOutcome
+from novaberg.memory.store import turn_item_key
 
 EMBEDDED = (
     "--remember runs salience over every imported message, and the memory jobs after it: on "
@@ -62,9 +63,9 @@ def unweighed(engine: Engine, user: str) -> int:
 
 def _kept(engine: Engine, user: str, turn_id: int | None) -> bool:
     """Blocking: whether the turn's message is now a memory item (the weigh job stored it)."""
-    key = f"turn:{turn_id}:short_term"
     found = engine.db.one(
-        "SELECT 1 AS x FROM memories WHERE user_id = ? AND item_key = ?", (user, key)
+        "SELECT 1 AS x FROM memories WHERE user_id = ? AND item_key = ?",
+        (user, turn_item_key(turn_id)),
     )
     return found is not None
 

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from novaberg.engine.result import tribunal_view
 from novaberg.graph.state import TurnState
+from novaberg.memory.store import turn_item_key
 from novaberg.storage.db import Database
 from novaberg.telemetry import CallRecord
 
@@ -83,7 +84,7 @@ def stored_turn_json(db: Database, row: dict[str, Any], user: str) -> dict[str, 
     scored = trace.get("salience")
     stored = db.scalar(
         "SELECT id FROM memories WHERE user_id = ? AND item_key = ?",
-        (user, f"turn:{turn_id}:short_term"),
+        (user, turn_item_key(turn_id)),
     )
     state = cast(
         TurnState, {"tribunal": trace.get("tribunal"), "corrector": trace.get("corrector")}

@@ -18,7 +18,7 @@ from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory import corrections
 from novaberg.memory.job_policy import enqueue_memory_jobs
-from novaberg.memory.store import MemoryStore
+from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.proactive import reminders
 from novaberg.proactive.due import Due, record, withheld
 from novaberg.proactive.schedule import schedule
@@ -200,7 +200,7 @@ def remember(
         "short_term",
         item["text"],
         item["score"],
-        f"turn:{turn_id}:short_term",
+        turn_item_key(turn_id),
         source_turn_id=turn_id,
         source_message_id=message_id,
     )

@@ -41,7 +41,7 @@ from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms, vector_index
-from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
+from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement, turn_item_key
 from novaberg.prompts.evaluation import Situation
 from novaberg.prompts.salience import SalienceOutput, salience_prompt
 from novaberg.queue import BACKGROUND, CALL_OWNER
@@ -564,7 +564,7 @@ async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) ->
     about the user. A salient one becomes a short-term item dated by the message and gets the
     jobs of a turn's item, in the job's transaction."""
     turn_id = int(event.payload["turn_id"])
-    key = f"turn:{turn_id}:short_term"
+    key = turn_item_key(turn_id)
 
     def read() -> tuple[dict[str, Any] | None, int | None]:  # in a database worker
         turn = ctx.db.turn(turn_id)

@@ -836,6 +836,12 @@ def _cancel_proactive(
         )
 
 
+def turn_item_key(turn_id: int | None) -> str:
+    """The item key of the short-term memory a turn (or an imported message's turn) made:
+    one per turn, so storing it again adds nothing."""
+    return f"turn:{turn_id}:short_term"
+
+
 @dataclass(frozen=True)
 class Place:
     """One place where a user's words can land, and what forget does there."""

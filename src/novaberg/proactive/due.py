@@ -19,6 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from novaberg.events import Event
+from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When, next_after
 from novaberg.storage.db import now
 from novaberg.storage.sql import Connection
@@ -121,8 +122,6 @@ def record(c: Connection, due: Due, status: str, result: str) -> int | None:
     )
     if due.repeat is None:
         return None
-    from novaberg.proactive.schedule import schedule
-
     zone = ZoneInfo(due.zone)
     local = datetime.fromisoformat(due.local)
     upcoming = next_after(When(local, local, due.repeat), zone)
