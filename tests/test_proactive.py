@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -550,3 +550,49 @@ async def test_forgetting_what_a_concern_rests_on_cancels_its_check_in_and_erase
     assert found is not None and found.status == "cancelled"
     rows = jobs_engine.db.query("SELECT payload, result FROM events WHERE type = 'proactive'")
     assert not any("Quorvath" in str(r["payload"]) + str(r["result"]) for r in rows)
+
+
+async def test_an_event_told_again_or_corrected_moves_its_message_and_a_retracted_one_is_dropped(
+    jobs_engine: Engine, server: OllamaTestServer
+) -> None:
+    async def tell(message: str, when: str) -> None:
+        server.script("salience", Reply(content=json.dumps({"score": 0.7, "summary": message})))
+        server.script("consolidate", Reply(content=json.dumps({"action": "new", "fact": "."})))
+        server.script(
+            "timeline", Reply(content=json.dumps({"events": [{"what": "Concert", "when": when}]}))
+        )
+        await jobs_engine.run_turn(message)
+        await jobs_engine.run_background()
+
+    def scheduled() -> list[tuple[int, str, date]]:
+        return [
+            (m.id, m.cause, datetime.fromisoformat(m.local).date())
+            for m in schedule.listing(jobs_engine.db, USER)
+        ]
+
+    today = datetime.now(BERLIN).date()
+    store = MemoryStore(jobs_engine.db)
+    await tell("My concert is in 3 days.", "in 3 days")
+    [(first, _, day)] = scheduled()
+    assert day == today + timedelta(days=3)
+    await tell("The concert moved, it is in 5 days now.", "in 5 days")
+    [current] = store.items(USER, kind="event", current_only=True)
+    assert scheduled() == [
+        (
+            first,
+            f"the timeline: memory {current.id} on {current.happens_on}",
+            today + timedelta(days=5),
+        )
+    ]  # the same message, moved with its event; the old event superseded by the new one
+    # corrected by hand to another day: the message follows the new version
+    later = today + timedelta(days=8)
+    fixed = store.correct(USER, current.id, f"Concert on {later.day} {later:%B %Y}")
+    assert fixed is not None and fixed.happens_on == later.isoformat()
+    [(moved, cause, day)] = scheduled()
+    assert (moved, day) == (first, later) and f"memory {fixed.id}" in cause
+    # retracted: not sent
+    store.retract(USER, fixed.id)
+    due = datetime.fromisoformat(schedule.listing(jobs_engine.db, USER)[0].due_at)
+    [dropped] = await send_due(jobs_engine, TurnService(jobs_engine), at=due + timedelta(minutes=1))
+    assert dropped.status == "dropped"
+    assert "no longer on the timeline" in status_of(jobs_engine, first)[1]

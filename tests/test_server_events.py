@@ -450,6 +450,60 @@ def test_a_slow_follow_up_comes_at_the_start_of_the_next_v1_response_once(
     assert rows == [{"channel": "openai"}]
 
 
+def test_a_reminder_the_servers_sweeper_sent_opens_the_next_v1_response_once(
+    nova: Nova, server: OllamaTestServer
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from novaberg.proactive import schedule
+    from novaberg.proactive.when import When
+
+    client = nova.client("bob")
+    server.script("responder", Reply(content="Hello, Bob."))
+    raw = client.chat.completions.with_raw_response.create(
+        model="nova", messages=[{"role": "user", "content": "hi"}]
+    )
+    conversation = raw.headers[CONVERSATION]
+    server.script("responder", Reply(content="Time to water the ferns, Bob!"))
+    db = nova.db()
+    try:
+        due = datetime.now(UTC) - timedelta(seconds=1)
+        with db.transaction() as c:
+            made = schedule.schedule(
+                c, "bob", "water the ferns", When(due, due), cause="a test",
+                conversation=int(conversation),
+            )  # fmt: skip
+        wait_for(
+            lambda: schedule.get(db, "bob", made).status == "sent",  # type: ignore[union-attr]
+            "the server's sweeper to send the reminder",
+            timeout_s=30,
+        )
+        [message] = db.query(
+            "SELECT t.id, t.conversation_id FROM turns t WHERE t.origin = 'proactive'"
+            " AND t.conversation_id = ?",
+            (int(conversation),),
+        )
+        server.script("responder", Reply(content="Glad to help."))
+        headers = {CONVERSATION: conversation}
+        second = client.chat.completions.create(
+            model="nova", messages=[{"role": "user", "content": "thanks"}], extra_headers=headers
+        )
+        assert second.choices[0].message.content == (
+            f"Time to water the ferns, Bob!{SEPARATOR}Glad to help."
+        )
+        server.script("responder", Reply(content="Anything else?"))
+        third = client.chat.completions.create(
+            model="nova", messages=[{"role": "user", "content": "ok"}], extra_headers=headers
+        )
+        assert third.choices[0].message.content == "Anything else?"  # not twice
+        rows = db.query(
+            "SELECT channel FROM followup_deliveries WHERE turn_id = ?", (message["id"],)
+        )
+        assert rows == [{"channel": "openai"}]
+    finally:
+        db.close()
+
+
 def test_forget_removes_a_follow_ups_text_from_the_replay(
     nova: Nova, server: OllamaTestServer
 ) -> None:

@@ -33,6 +33,7 @@ from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import catch_up, start_message_vector
 from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
 from novaberg.proactive.due import Due
+from novaberg.proactive.schedule import zone
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import CALL_OWNER, ModelQueue
 from novaberg.storage.db import Database
@@ -66,12 +67,15 @@ def _start_embedder(settings: Settings) -> asyncio.Task[None] | None:
 
 async def _warm_in_threads(settings: Settings, embedder: asyncio.Task[None] | None) -> None:
     """Load, in threads and while the first turn's first calls are in flight, what a turn or
-    job would otherwise wait for: dateparser's language data (memory jobs) and the in-process
-    memory embedder (recall by meaning; started at open). A failure here is reported where the
+    job would otherwise wait for: dateparser's language data (memory jobs), the time zone of
+    proactive messages and the in-process memory embedder (recall by meaning; started at
+    open). A failure here is reported where the
     part is used."""
     work: list[Awaitable[object]] = []
     if settings.memory.jobs:
         work.append(asyncio.to_thread(warm_dateparser))
+    if settings.proactive.enabled:  # the zone file is read once, here, off the loop
+        work.append(asyncio.to_thread(zone, settings))
     if embedder is not None:
         work.append(embedder)
     for outcome in await asyncio.gather(*work, return_exceptions=True):

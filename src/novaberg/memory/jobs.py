@@ -354,12 +354,39 @@ async def timeline(
                 derived_from=[item.id],
                 happens_on=day.isoformat(),
             )
+            moved = replace_told_again(c, user, added.id, what, day)
             days = on_the_day(c, ctx.settings, user, added.id, what, day, item, event)
             also = f" ({days} message(s) scheduled)" if days else ""
-            stored.append(f"event {added.id} on {day.isoformat()}{also}")
+            stored.append(f"event {added.id} on {day.isoformat()}{also}{moved}")
         return ", ".join(stored)
 
     return write, ""
+
+
+def replace_told_again(c: Any, user: str, new_id: int, what: str, day: date) -> str:
+    """In the timeline job's transaction: the user's current events still ahead with the same
+    words as the new one (up to case and spacing) are that event told again — on the same
+    day, or moved to another ("the party is on Saturday now"): each is superseded by the new
+    one, and the messages scheduled for it follow it (:func:`~novaberg.proactive.schedule.
+    follow_event`). Two events of the same name still to come are taken for one. What was
+    done, in words ("" when nothing was)."""
+    from novaberg.proactive.schedule import follow_event
+    from novaberg.text import same_text
+
+    rows = c.execute(
+        "SELECT id, text FROM memories WHERE user_id = ? AND kind = 'event' AND id <> ? "
+        "AND valid_to IS NULL AND consolidated_into IS NULL AND happens_on >= ?",
+        (user, new_id, datetime.now(UTC).date().isoformat()),
+    ).rows
+    wanted = same_text(what)
+    done = []
+    for row in rows:
+        if same_text(str(row["text"])) != wanted:
+            continue
+        MemoryStore.supersede(c, int(row["id"]), new_id)
+        moved = follow_event(c, user, int(row["id"]), new_id, what, day)
+        done.append(f"; replaces event {row['id']}" + "".join(f", {m}" for m in moved))
+    return "".join(done)
 
 
 IMPORTANT = 0.8
@@ -381,7 +408,7 @@ def on_the_day(
     before; only those still ahead, once per event (their cause key). Returns how many."""
     from datetime import time as clock
 
-    from novaberg.proactive.schedule import schedule, zone
+    from novaberg.proactive.schedule import event_key, schedule, zone
     from novaberg.proactive.when import When, wall_time
 
     where = zone(settings)
@@ -390,7 +417,11 @@ def on_the_day(
     made = 0
     for before in ahead:
         local = wall_time(day - timedelta(days=before), morning, where)
-        if local <= datetime.now(UTC):
+        key = event_key(event_id, before)
+        if (
+            local <= datetime.now(UTC)
+            or c.execute("SELECT 1 FROM events WHERE cause_key = ?", (key,)).rows
+        ):  # passed, or there already (moved here from the event this one replaced)
             continue
         schedule(
             c,
@@ -398,11 +429,12 @@ def on_the_day(
             what,
             When(local.astimezone(UTC), local),
             cause=f"the timeline: memory {event_id} on {day.isoformat()}",
-            cause_key=f"event:{event_id}:{before}",
+            cause_key=key,
             kind="event",
             turn_id=item.source_turn_id,
             conversation=job.conversation_id,
             ahead=before,
+            sources=[event_id],
         )
         made += 1
     return made

@@ -25,9 +25,11 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
 from typing import Any, Literal, NamedTuple
 
 from novaberg.errors import StorageError, UsageError
+from novaberg.proactive.schedule import follow_event
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
@@ -646,13 +648,16 @@ class MemoryStore:
         if not text.strip():
             raise UsageError("A correction needs the new text: it is empty.")
         old = cls._current_of(c, user, memory_id)
+        day = _redated(old, text)
         added = cls.add(
             c, user, old.kind, text, old.importance, f"correct:{old.id}",  # type: ignore[arg-type]
-            derived_from=[old.id], happens_on=old.happens_on,
+            derived_from=[old.id], happens_on=day,
             source_turn_id=source_turn_id, source_message_id=source_message_id,
         )  # fmt: skip
         cls.supersede(c, old.id, added.id)
         _drop_from_profiles(c, user, old.id)
+        if day is not None:  # a timeline event: its messages follow it, to its new day
+            follow_event(c, user, old.id, added.id, text.strip(), date.fromisoformat(day))
         return added.id
 
     @classmethod
@@ -834,6 +839,28 @@ def _cancel_proactive(
             "payload = ?, claimed_until = NULL, updated_at = ? WHERE id = ?",
             (json.dumps(payload, ensure_ascii=False), stamp, int(row["id"])),
         )
+
+
+def _redated(old: MemoryItem, text: str) -> str | None:
+    """A timeline event's day after a correction to ``text``: the date the new words name
+    with a number in it ("Mum's birthday on 15 June", "am 15.6."; words alone such as "may"
+    are too often not a date), read by dateparser from the start of the old day's year; else
+    the old day. ``None`` for an item that is not dated."""
+    if old.happens_on is None:
+        return None
+    from dateparser.search import search_dates  # heavy, and only for a dated correction
+
+    start = date.fromisoformat(old.happens_on).replace(month=1, day=1)
+    found = search_dates(
+        text,
+        languages=["en", "de"],
+        settings={
+            "RELATIVE_BASE": datetime.combine(start, datetime.min.time()),
+            "PREFER_DATES_FROM": "future",
+        },
+    )
+    dated = [moment for words, moment in found or () if any(ch.isdigit() for ch in words)]
+    return dated[0].date().isoformat() if dated else old.happens_on
 
 
 def turn_item_key(turn_id: int | None) -> str:

@@ -74,6 +74,8 @@ class Due:
     attempts: int = 0
     ahead: int = 0
     """For an event: the message the day before it (1), or on the day (0)."""
+    sources: tuple[int, ...] = ()
+    """The memories it rests on: an event's timeline entry, a check-in's concern's sources."""
 
     @classmethod
     def of(cls, event: Event) -> Due:
@@ -88,6 +90,7 @@ class Due:
             event.turn_id,
             int(p.get("attempts", 0)),
             int(p.get("ahead", 0)),
+            tuple(int(i) for i in p.get("sources") or ()),
         )
 
     def task(self, language: str) -> str:

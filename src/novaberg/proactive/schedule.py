@@ -17,10 +17,11 @@ here is blocking: call it in a database worker (``await db.run``).
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -42,8 +43,13 @@ ALL = "*"
 
 
 def zone(settings: Settings) -> ZoneInfo:
-    """``proactive.timezone``, else the machine's zone (else UTC)."""
-    name = settings.proactive.timezone
+    """``proactive.timezone``, else the machine's zone (else UTC). Each name's zone file is
+    read once (the engine reads it in a thread at open: :func:`_zone` caches it)."""
+    return _zone(settings.proactive.timezone)
+
+
+@functools.cache
+def _zone(name: str) -> ZoneInfo:
     if not name:
         import tzlocal
 
@@ -159,7 +165,7 @@ def schedule(
     if ahead:
         payload["ahead"] = ahead  # an event's message the day(s) before it
     if sources:
-        payload["sources"] = sorted(sources)  # a check-in: the memories its concern rests on
+        payload["sources"] = sorted(sources)  # the memories it rests on (a concern, an event)
     stamped = now()
     row = c.execute(
         "INSERT INTO events (conversation_id, turn_id, type, status, payload, created_at, "
@@ -279,3 +285,54 @@ def remind(
     scheduled = get(db, user, made)
     assert scheduled is not None
     return scheduled
+
+
+def event_key(memory_id: int, ahead: int) -> str:
+    """The cause key of the message ``ahead`` days before the timeline event ``memory_id``."""
+    return f"event:{memory_id}:{ahead}"
+
+
+def follow_event(c: Connection, user: str, old: int, new: int, text: str, day: date) -> list[str]:
+    """In the transaction that replaced the timeline event ``old`` by ``new`` (a correction,
+    or the same event told again, perhaps of another day): the messages still scheduled for
+    ``old`` become ``new``'s, with its words, due on ``day`` (less their days ahead) at the
+    same wall time in the same zone; one whose new time has passed is cancelled. A message
+    being sent right now (claimed) is left to its sender, which drops it: its event is no
+    longer current. What was done, in words, per message."""
+    from datetime import UTC, time, timedelta
+
+    from novaberg.proactive.when import wall_time
+
+    rows = c.execute(
+        "SELECT e.id, e.payload FROM events e JOIN conversations v ON v.id = e.conversation_id "
+        "WHERE v.user_id = ? AND e.type = ? AND e.status = 'pending' AND e.cause_key IN (?, ?)",
+        (user, TYPE, event_key(old, 0), event_key(old, 1)),
+    ).rows
+    done = []
+    for row in rows:
+        payload = json.loads(str(row["payload"]))
+        ahead = int(payload.get("ahead", 0))
+        where = ZoneInfo(str(payload.get("zone", "UTC")))
+        clock = datetime.fromisoformat(str(payload["local"])).time().replace(tzinfo=None)
+        local = wall_time(day - timedelta(days=ahead), time(clock.hour, clock.minute), where)
+        payload.update(
+            text=text,
+            sources=[new],
+            local=local.isoformat(timespec="minutes"),
+            cause=f"the timeline: memory {new} on {day.isoformat()}",
+        )
+        stored = json.dumps(payload, ensure_ascii=False)
+        if local <= datetime.now(UTC):
+            c.execute(
+                "UPDATE events SET status = 'cancelled', result = ?, payload = ?, "
+                "updated_at = ? WHERE id = ?",
+                (f"its event moved to {day.isoformat()}, already past", stored, now(), row["id"]),
+            )
+            done.append(f"message {row['id']} cancelled (its new day has passed)")
+            continue
+        c.execute(
+            "UPDATE events SET due_at = ?, cause_key = ?, payload = ?, updated_at = ? WHERE id = ?",
+            (stamp(local), event_key(new, ahead), stored, now(), row["id"]),
+        )
+        done.append(f"message {row['id']} moved to {local.isoformat(timespec='minutes')}")
+    return done

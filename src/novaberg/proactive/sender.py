@@ -10,7 +10,8 @@ after its lease on another). Then, in this order:
   within that, it is sent late, once — the same for every kind;
 - a turn of the user is running: it waits (released, tried at the next sweep): the turn goes
   first;
-- a check-in whose concern left the adaptive profile: dropped;
+- an event's message whose timeline entry was retracted (or replaced, and the message not
+  moved with it): dropped; a check-in whose concern left the adaptive profile: dropped;
 - not a reminder the user asked for, and inside ``proactive.quiet_hours``: it waits until
   they end (its ``due_at`` moves there);
 - not a reminder, and the user got ``proactive.max_per_day`` such messages today (in their
@@ -99,6 +100,10 @@ async def _handle(engine: Engine, service: TurnService, event: Event, at: dateti
     settings = engine.settings.proactive
     if not (await db.run(switches, db, user)).get(due.kind, True):
         return await _drop(engine, due, f"{due.kind} messages are off (novaberg proactive on)")
+    if due.kind == "event" and not await db.run(_event_current, engine, user, due.sources):
+        return await _drop(
+            engine, due, "its event is no longer on the timeline (retracted, or replaced)"
+        )
     if due.kind == "checkin" and not await db.run(_concern_current, engine, user, due.text):
         return await _drop(engine, due, "the concern is no longer in the adaptive profile")
     late = at - datetime.fromisoformat(str(event.due_at))
@@ -226,6 +231,19 @@ def _concern_current(engine: Engine, user: str, concern: str) -> bool:
     adaptive = MemoryStore(engine.db).profile(user).get("adaptive")
     wanted = same_text(concern)
     return adaptive is not None and any(same_text(s.text) == wanted for s in adaptive.statements)
+
+
+def _event_current(engine: Engine, user: str, sources: tuple[int, ...]) -> bool:
+    """Whether the timeline entries an event's message rests on are all still current (one
+    corrected or told again has moved its messages to its new version already)."""
+    if not sources:
+        return True
+    marks = ", ".join("?" * len(sources))
+    current = engine.db.query(
+        f"SELECT id FROM memories WHERE user_id = ? AND id IN ({marks}) AND valid_to IS NULL",
+        (user, *sources),
+    )
+    return len(current) == len(set(sources))
 
 
 def _turn_running(engine: Engine, user: str) -> bool:
