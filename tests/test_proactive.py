@@ -596,3 +596,22 @@ async def test_an_event_told_again_or_corrected_moves_its_message_and_a_retracte
     [dropped] = await send_due(jobs_engine, TurnService(jobs_engine), at=due + timedelta(minutes=1))
     assert dropped.status == "dropped"
     assert "no longer on the timeline" in status_of(jobs_engine, first)[1]
+
+
+async def test_two_users_messages_due_together_are_written_at_once_not_one_after_the_other(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    now = datetime.now(UTC)
+    with engine.db.transaction() as c:
+        for user in ("wen", "xia"):
+            when = When(now - timedelta(minutes=1), now.astimezone(BERLIN))
+            schedule.schedule(c, user, "the post", when, cause="a test")
+    slow = Reply(content="Your reminder.", delay_s=0.8)
+    server.script("responder", slow, slow)
+    outcomes = await send_due(engine, TurnService(engine), at=now)
+    assert [o.status for o in outcomes] == ["sent", "sent"]
+    spans = engine.db.query(
+        "SELECT started_at, finished_at FROM turns WHERE origin = 'proactive' ORDER BY id"
+    )
+    first, second = spans
+    assert second["started_at"] < first["finished_at"]  # the second did not wait for the first

@@ -26,11 +26,13 @@ from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
 from novaberg.errors import NovabergError, error_kind
 from novaberg.events import alive
-from novaberg.proactive.sender import send_due
+from novaberg.proactive.sender import Outcome, send_due
 from novaberg.storage.db import Database, now
 
 log = logging.getLogger("novaberg")
 
+SENDING = 4
+"""Sweeps whose proactive messages may still be sending while the next sweep starts."""
 SETTLE_S = 2.0
 """A second pass is taken over only this long after its turn ended: a live process drains its
 own turn's second pass at once, and keeps the follow-up in the same response."""
@@ -70,13 +72,30 @@ class Sweeper:
         self.interval_s = interval_s
         self.service = service if service is not None else TurnService(engine)
         self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[list[Outcome]]] = set()
 
     async def once(self) -> None:
         engine = self.engine
         await engine.db.run(abort_orphaned_turns, engine.db)
         engine.start_background()  # no-op while a runner task is going
         await engine.resume_self_triggers(SETTLE_S)
-        await send_due(engine, self.service)
+        self._send_due()
+
+    def _send_due(self) -> None:
+        """The proactive messages due now, sent in a task of their own: the next sweep does
+        not wait for their turns (under load a turn takes seconds), so a message that comes
+        due meanwhile is claimed at that sweep, not after them. At most :data:`SENDING` such
+        tasks at once."""
+        if len(self._sending) >= SENDING:
+            return
+        task = asyncio.create_task(send_due(self.engine, self.service))
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[list[Outcome]]) -> None:
+        self._sending.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("sending proactive messages failed (%s); trying again", error_kind(exc))
 
     async def forever(self) -> None:
         while True:
@@ -91,10 +110,14 @@ class Sweeper:
             self._task = asyncio.create_task(self.forever())
 
     async def stop(self) -> None:
-        """Stop looking; a second pass running now is cancelled (stored as aborted, its event
-        claimable again)."""
+        """Stop looking; a second pass or a proactive message's turn running now is cancelled
+        (stored as aborted, its event claimable again)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        sending = list(self._sending)
+        for task in sending:
+            task.cancel()
+        await asyncio.gather(*sending, return_exceptions=True)

@@ -27,6 +27,7 @@ stays scheduled. Every log line says what happened only after it was stored.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -71,30 +72,48 @@ def active(engine: Engine) -> bool:
 async def send_due(
     engine: Engine, service: TurnService, *, at: datetime | None = None, limit: int = 20
 ) -> list[Outcome]:
-    """Claim and handle the messages due at ``at`` (default now), at most ``limit``."""
+    """Claim and handle the messages due at ``at`` (default now), at most ``limit``, and
+    return when all have ended. The claims run one after another; then each user's messages
+    are handled in their order, one at a time (so the daily cap and "a turn of the user is
+    running" see the one before), while different users' run at once: a message due now
+    never waits for another user's turn."""
     if not active(engine):
         return []
     moment = at or datetime.now(UTC)
-    outcomes: list[Outcome] = []
-    waited: set[int] = set()
+    claimed: dict[str | None, list[Event]] = {}
     for _ in range(limit):
         event = await engine.db.run(engine.events.claim, (TYPE,), None, None, None, stamp(moment))
         if event is None:
             break
-        if event.id in waited:  # held a moment ago, and the hold ran out: the next sweep's
-            await engine.db.run(_release, engine, event.id, None)
-            break
-        outcome = await _handle(engine, service, event, moment)
-        if outcome.status == "waiting":
-            waited.add(event.id)
-        outcomes.append(outcome)
+        user = await engine.db.run(engine.db.conversation_user, event.conversation_id)
+        claimed.setdefault(user, []).append(event)
+    per_user = [
+        _send_in_turn(engine, service, user, events, moment) for user, events in claimed.items()
+    ]
+    return [outcome for outcomes in await asyncio.gather(*per_user) for outcome in outcomes]
+
+
+async def _send_in_turn(
+    engine: Engine, service: TurnService, user: str | None, events: list[Event], at: datetime
+) -> list[Outcome]:
+    """One user's claimed messages, one after another."""
+    outcomes = []
+    for event in events:
+        decided = await _decide(engine, event, user, at)
+        if isinstance(decided, tuple):
+            decided = await _send(engine, service, *decided)
+        outcomes.append(decided)
     return outcomes
 
 
-async def _handle(engine: Engine, service: TurnService, event: Event, at: datetime) -> Outcome:
+async def _decide(
+    engine: Engine, event: Event, user: str | None, at: datetime
+) -> Outcome | tuple[Due, str]:
+    """What becomes of a claimed message of ``user`` (``None``: its conversation is gone):
+    dropped or waiting (its outcome, recorded), or sent (its due message and user: the
+    caller runs its turn)."""
     due = Due.of(event)
     db = engine.db
-    user = await db.run(db.conversation_user, event.conversation_id)
     if user is None:
         return await _drop(engine, due, "its conversation is gone")
     settings = engine.settings.proactive
@@ -121,7 +140,7 @@ async def _handle(engine: Engine, service: TurnService, event: Event, at: dateti
         sent = await db.run(_sent_today, engine, user, at, where)
         if sent >= settings.max_per_day:
             return await _drop(engine, due, f"{sent} sent today already (proactive.max_per_day)")
-    return await _send(engine, service, due, user)
+    return due, user
 
 
 async def _send(engine: Engine, service: TurnService, due: Due, user: str) -> Outcome:
