@@ -615,3 +615,24 @@ async def test_two_users_messages_due_together_are_written_at_once_not_one_after
     )
     first, second = spans
     assert second["started_at"] < first["finished_at"]  # the second did not wait for the first
+
+
+async def test_a_proactive_turns_model_calls_wait_behind_a_typed_turns(engine: Engine) -> None:
+    from novaberg.queue import BACKGROUND, FOREGROUND
+
+    seen: list[tuple[str, int]] = []
+    submit = engine.queue.submit
+
+    async def recorded(request: Any, **kw: Any) -> Any:
+        seen.append((request.caller, kw["priority"]))
+        return await submit(request, **kw)
+
+    engine.queue.submit = recorded  # type: ignore[method-assign]
+    now = datetime.now(UTC)
+    remind_at(engine, "the post", now - timedelta(minutes=1))
+    [sent] = await send_due(engine, TurnService(engine), at=now)
+    assert sent.status == "sent" and seen
+    assert {priority for _, priority in seen} == {BACKGROUND}, seen
+    seen.clear()
+    await engine.run_turn("Hello!")
+    assert {priority for _, priority in seen} == {FOREGROUND}, seen

@@ -13,7 +13,7 @@ from novaberg.backends.chain import BackendChain
 from novaberg.backends.ollama import OllamaBackend
 from novaberg.config import Retries, Timeouts
 from novaberg.errors import BackendHTTPError, ModelNotFound
-from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue
+from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue, PrioritySlots
 from novaberg.telemetry import Trace
 from novaberg.testing import OllamaTestServer, Reply
 from tests.conftest import MSG, TOOLS
@@ -153,6 +153,30 @@ async def test_foreground_jobs_overtake_waiting_background_jobs(
     ]
     waits = {c.caller: c.queue_wait_ms for c in trace.calls}
     assert waits["consolidation"] > waits["responder"] > 100
+
+
+async def test_a_background_call_that_waited_its_time_goes_before_later_foreground_ones() -> None:
+    slots = PrioritySlots(1, aging_s=0.05)
+    await slots.acquire(FOREGROUND)  # the one slot, taken
+    order: list[str] = []
+
+    async def wait(name: str, priority: int) -> None:
+        await slots.acquire(priority)
+        order.append(name)
+
+    job = asyncio.create_task(wait("job", BACKGROUND))
+    typed = asyncio.create_task(wait("typed", FOREGROUND))
+    await asyncio.sleep(0)  # both wait
+    slots.release()  # the job has not waited its time: the typed call first
+    await typed
+    later = asyncio.create_task(wait("later typed", FOREGROUND))
+    await asyncio.sleep(0.06)  # the job has waited longer than aging_s now
+    slots.release()
+    await job
+    assert order == ["typed", "job"]  # before the later typed call: a busy server never starves it
+    slots.release()
+    await later
+    assert order == ["typed", "job", "later typed"]
 
 
 async def test_one_users_burst_does_not_starve_another_users_call(

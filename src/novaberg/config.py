@@ -106,6 +106,14 @@ class Concurrency(BaseModel):
     embedded: int = Field(
         1, ge=1, le=8, description="calls the embedded model serves at once (each needs memory)"
     )
+    background_wait_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds a background call (a memory job, a message Nova writes first) "
+        "waits behind the calls of turns people type before it is served in turn with them: "
+        "a busy server delays it, but never starves it",
+    )
 
 
 BUILTIN_JUDGE_NAMES = ("legal", "psychology", "persona")

@@ -21,6 +21,9 @@ class CallContext:
     settings: Settings
     queue: ModelQueue
     trace: Trace = field(default_factory=Trace)
+    yields_to: int = FOREGROUND
+    """The highest priority this context's calls get, whatever they ask for: a message Nova
+    writes first calls at background priority, behind the turns of people typing."""
 
     async def llm(
         self,
@@ -32,5 +35,5 @@ class CallContext:
         # Every request carries its output limit and fits the window (prompts/budget.py).
         request = fit_request(request, window_of(self), self.trace)
         return await self.queue.submit(
-            request, trace=self.trace, priority=priority, on_token=on_token
+            request, trace=self.trace, priority=max(priority, self.yields_to), on_token=on_token
         )

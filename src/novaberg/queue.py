@@ -20,7 +20,7 @@ import logging
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 from novaberg import otel
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse, TokenCallback, emit
@@ -61,10 +61,15 @@ class PrioritySlots:
     that another owner sends afterwards takes round 0 too and is served second, not eleventh.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, aging_s: float | None = None) -> None:
         self.limit = limit
+        self.aging_s = aging_s
+        """A waiter of lower priority that has waited this long is served next, before
+        waiters of higher priority (in arrival order among such): none starves."""
         self.busy = 0
         self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
+        self._since: dict[int, float] = {}
+        """When each waiter of lower than the highest priority began to wait (by seq)."""
         self._seq = itertools.count()
         self._round = 0
         """The round of the call woken last."""
@@ -84,6 +89,8 @@ class PrioritySlots:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (priority, self._round_for(CALL_OWNER.get()), next(self._seq), future)
         heapq.heappush(self._waiters, entry)
+        if priority > FOREGROUND:
+            self._since[entry[2]] = time.monotonic()
         try:
             await future
         except asyncio.CancelledError:
@@ -93,15 +100,30 @@ class PrioritySlots:
                 self._waiters.remove(entry)
                 heapq.heapify(self._waiters)
             raise
+        finally:
+            self._since.pop(entry[2], None)
 
     def release(self) -> None:
         while self._waiters:
-            _, turn, _, future = heapq.heappop(self._waiters)
+            _, turn, _, future = self._next()
             if not future.done():
                 self._round = turn
                 future.set_result(None)  # the slot passes straight to the waiter
                 return
         self.busy -= 1
+
+    def _next(self) -> tuple[int, int, int, asyncio.Future[None]]:
+        """The waiter to serve: the longest-waiting one of lower priority once it has waited
+        :attr:`aging_s`, else the first by priority, round and arrival."""
+        if self.aging_s is not None and self._since:
+            oldest = min(self._since, key=self._since.__getitem__)
+            if time.monotonic() - self._since[oldest] >= self.aging_s:
+                entry = next(e for e in self._waiters if e[2] == oldest)
+                self._waiters.remove(entry)
+                heapq.heapify(self._waiters)
+                del self._since[oldest]
+                return entry
+        return heapq.heappop(self._waiters)
 
 
 @dataclass
@@ -118,13 +140,14 @@ class ModelQueue:
     def __init__(
         self,
         chain: BackendChain,
-        limits: dict[str, int],
+        limits: dict[str, Any],
         retries: Retries,
     ) -> None:
         self.chain = chain
         self.retries = retries
+        aging = limits.get("background_wait_s")
         self._slots = {
-            b.name: PrioritySlots(limits.get(b.name, 1) * getattr(b, "servers", 1))
+            b.name: PrioritySlots(int(limits.get(b.name, 1)) * getattr(b, "servers", 1), aging)
             for b in chain.backends
         }
         self.observers = Observers()

@@ -330,6 +330,8 @@ DROPPED = (
     ("max_per_day", "daily_cap"),
     ("are off", "switched_off"),
     ("turn failed", "turn_failed"),
+    ("no longer on the timeline", "cause_gone"),
+    ("no longer in the adaptive profile", "cause_gone"),
 )
 
 

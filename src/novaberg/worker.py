@@ -31,8 +31,10 @@ from novaberg.storage.db import Database, now
 
 log = logging.getLogger("novaberg")
 
-SENDING = 4
-"""Sweeps whose proactive messages may still be sending while the next sweep starts."""
+SENDING = 64
+"""Sweeps whose proactive messages may still be sending while the next sweep starts (their
+turns run at background priority: on a busy server each takes as long as the queue makes it
+wait, and a message that comes due meanwhile must not wait for them)."""
 SETTLE_S = 2.0
 """A second pass is taken over only this long after its turn ended: a live process drains its
 own turn's second pass at once, and keeps the follow-up in the same response."""

@@ -35,7 +35,7 @@ from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, Turn
 from novaberg.proactive.due import Due
 from novaberg.proactive.schedule import zone
 from novaberg.prompts.templates import prompts_for
-from novaberg.queue import CALL_OWNER, ModelQueue
+from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue
 from novaberg.storage.db import Database
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.mcp_servers import McpServers
@@ -392,6 +392,7 @@ class Engine:
             shown=shown,
             aside=aside,
             proactive=proactive,
+            yields_to=FOREGROUND if proactive is None else BACKGROUND,
             message_vector=start_message_vector(self.settings, message, what="enricher"),
         )
         ctx.trace.notices.extend([*notices, *self.mcp.notices()])

@@ -62,7 +62,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         state["user_text"],
         queue=ctx.queue,
         trace=ctx.trace,
-        priority=FOREGROUND,
+        priority=max(FOREGROUND, ctx.yields_to),
         what="enricher",
         given=given,
         messages=Heed(
