@@ -351,23 +351,31 @@ async def test_without_memory_jobs_a_turns_item_gets_its_vector_beside_the_turn_
     assert retrieval[0]["id"] == told.memory_id
 
 
-async def test_a_turns_message_is_embedded_once_from_its_start_not_after_the_router(
+async def test_a_turns_search_runs_from_its_start_beside_the_router_and_embeds_once(
     ollama_env: OllamaTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The enricher's search must not wait for the message's vector: it is computed from the
-    turn's start, while the router's call runs (here 0.3 s), and only once."""
+    """The enricher must not wait for memory: the message's vector and the search by words
+    run from the turn's start, while the router's call is out (here 0.3 s), the message
+    embedded only once, and the enricher takes what was found."""
     monkeypatch.setenv("NOVABERG_TRIBUNAL__JUDGES", "")
     import novaberg.memory.retrieval as retrieval
 
     started: list[tuple[str, float]] = []
-    real = retrieval.embed_local
+    searched: list[float] = []
+    real, real_fulltext = retrieval.embed_local, MemoryStore.fulltext
 
     def timed(name: str, texts: list[str], **kw: Any) -> Any:
         if kw.get("query"):
             started.extend((t, time.monotonic()) for t in texts)
         return real(name, texts, **kw)
 
+    def timed_fulltext(self: MemoryStore, *args: Any, **kw: Any) -> Any:
+        out = real_fulltext(self, *args, **kw)
+        searched.append(time.monotonic())
+        return out
+
     monkeypatch.setattr(retrieval, "embed_local", timed)
+    monkeypatch.setattr(MemoryStore, "fulltext", timed_fulltext)
     entered: dict[str, float] = {}
     engine = await Engine.open(load_settings().settings)
     try:
@@ -381,6 +389,7 @@ async def test_a_turns_message_is_embedded_once_from_its_start_not_after_the_rou
         await engine.aclose()
     assert [text for text, _ in started] == [PET_QUESTION]  # once, not again in the enricher
     assert started[0][1] < entered["enricher"] - 0.2  # during the router's call
+    assert searched and searched[0] < entered["enricher"] - 0.2  # the words too
     [dog] = result.state["context"]["retrieval"]
     assert dog["reason"].startswith("fact: meaning: 0.")
 

@@ -21,6 +21,7 @@ from novaberg.events import EventQueue
 from novaberg.memory.job_context import JobContext
 from novaberg.queue import ModelQueue
 from novaberg.storage.db import Database
+from novaberg.switching import short_turns
 
 if TYPE_CHECKING:
     from novaberg.memory.jobs import JobOutcome
@@ -29,16 +30,20 @@ log = logging.getLogger("novaberg")
 
 
 def warm_dateparser() -> None:
-    """dateparser's first call loads its language data (about 400 ms of CPU): the engine runs
-    this in a thread when it opens, so the first timeline job does not wait for it."""
+    """dateparser's first call loads its language data (about 300 ms of CPU, compiling its
+    patterns): the engine runs this in a thread when it opens, so the first timeline job does
+    not wait for it, with short turns at the interpreter's lock
+    (:func:`~novaberg.switching.short_turns`), so the first turn, running beside it, does not
+    wait for it either."""
     from datetime import UTC, datetime
 
     from novaberg.memory.jobs import date_expressions, resolve_date
 
     at = datetime.now(UTC)
-    for language in ("en", "de"):
-        date_expressions("tomorrow at noon", at, language)
-        resolve_date("next Friday", at, language)
+    with short_turns():
+        for language in ("en", "de"):
+            date_expressions("tomorrow at noon", at, language)
+            resolve_date("next Friday", at, language)
 
 
 def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:

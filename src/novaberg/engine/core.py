@@ -30,7 +30,7 @@ from novaberg.errors import NovabergError, error_kind
 from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
 from novaberg.memory.embedding import choose as choose_embedder
-from novaberg.memory.retrieval import catch_up, start_message_vector
+from novaberg.memory.retrieval import Heed, catch_up, start_recall
 from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
 from novaberg.proactive.due import Due
 from novaberg.proactive.schedule import zone
@@ -69,8 +69,7 @@ async def _warm_in_threads(settings: Settings, embedder: asyncio.Task[None] | No
     """Load, in threads and while the first turn's first calls are in flight, what a turn or
     job would otherwise wait for: dateparser's language data (memory jobs), the time zone of
     proactive messages and the in-process memory embedder (recall by meaning; started at
-    open). A failure here is reported where the
-    part is used."""
+    open). A failure here is reported where the part is used."""
     work: list[Awaitable[object]] = []
     if settings.memory.jobs:
         work.append(asyncio.to_thread(warm_dateparser))
@@ -379,6 +378,20 @@ class Engine:
             raise
         if on_start is not None:
             on_start(turn_id)
+        # what memory holds for the message: searched now, while the router's call is out,
+        # not after it (the enricher awaits it)
+        recalled = start_recall(
+            self.db,
+            self.settings,
+            user,
+            message,
+            what="enricher",
+            messages=Heed(
+                self.settings.memory.messages,
+                conversation=conversation,
+                skip_newest=2 * max(0, self.settings.history_turns),
+            ),
+        )
         ctx = TurnContext(
             settings=self.settings,
             queue=self.queue,
@@ -393,7 +406,7 @@ class Engine:
             aside=aside,
             proactive=proactive,
             yields_to=FOREGROUND if proactive is None else BACKGROUND,
-            message_vector=start_message_vector(self.settings, message, what="enricher"),
+            recalled=recalled,
         )
         ctx.trace.notices.extend([*notices, *self.mcp.notices()])
         state: TurnState = {
@@ -443,7 +456,7 @@ class Engine:
             self._ended("failed", origin, began, ctx)
             raise
         finally:
-            _settle(ctx.message_vector)
+            _settle(ctx.recalled)
         ctx.answered(final["reply"])  # a graph that ended before the salience stage
         final = cast(TurnState, {**final, "reply": ctx.with_aside(final["reply"])})
         # Shielded: a cancel now (the client left after the answer) must not leave the turn
@@ -538,8 +551,8 @@ def _drop(task: asyncio.Task[Any] | None) -> None:
 
 
 def _settle(task: asyncio.Task[Any] | None) -> None:
-    """A turn that ended before its enricher awaited the message's vector: cancel it, or
-    collect its error, so that nothing is left pending or unreported."""
+    """A turn that ended before its enricher awaited the search started with it: cancel it,
+    or collect its error, so that nothing is left pending or unreported."""
     if task is None:
         return
     if not task.done():

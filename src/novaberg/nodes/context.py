@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from novaberg.backends.base import TokenCallback
 from novaberg.context import CallContext
 from novaberg.events import EventQueue
-from novaberg.memory.embedding import Vectors
+from novaberg.memory.retrieval import Recall
 from novaberg.proactive.due import Due
 from novaberg.prompts.templates import Prompts
 from novaberg.storage.db import Database, Message
@@ -49,9 +49,9 @@ class TurnContext(CallContext):
     not read of the message. Handed out and stored with the answer."""
     proactive: Due | None = None
     """The message Nova writes first that this turn is (origin ``proactive``)."""
-    message_vector: asyncio.Task[Vectors] | None = None
-    """The user message's vector, computed from the turn's start
-    (:func:`~novaberg.memory.retrieval.start_message_vector`), for the enricher."""
+    recalled: asyncio.Task[Recall] | None = None
+    """What memory holds for the message, searched from the turn's start, beside the
+    router's call (:func:`~novaberg.memory.retrieval.start_recall`), for the enricher."""
 
     def entered(self, node: str, *, announce: bool = True) -> None:
         """``node`` starts: traced, and announced as progress unless it will do nothing."""

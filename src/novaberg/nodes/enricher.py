@@ -4,10 +4,11 @@ responder should know.
 - the conversation's recent completed exchanges: Nova's stored ones, or, for a front-end that
   resends its chat (``ctx.shown``), the chat as it shows it (a branch the user left behind,
   a stopped reply, an earlier answer to a message asked again: not sent);
-- memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning, the
-  message's vector computed from the turn's start, beside the router's call; then
-  recency + importance + relevance, in a token budget), each with the reason it was chosen;
-  when the embedder is missing or fails, by words only, with a notice in the trace;
+- memories found by :func:`~novaberg.memory.retrieval.recall` (by words and by meaning;
+  then recency + importance + relevance, in a token budget), each with the reason it was
+  chosen; with the in-process embedder (or none) the search starts with the turn, beside
+  the router's call (``ctx.recalled``), and the enricher takes its result; when the
+  embedder is missing or fails, by words only, with a notice in the trace;
 - earlier messages of any conversation, the user's and Nova's, found by their words
   (``memory.messages`` of them, 3; not those the history holds, nor one a memory item was
   made from), each dated: "(the user said this on 2026-05-08) …";
@@ -30,7 +31,6 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
-from novaberg.errors import EmbedderError
 from novaberg.graph.state import TurnState
 from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
@@ -49,28 +49,24 @@ TIMELINE_AHEAD = timedelta(days=14)
 async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     user = state["user_id"]
     store = MemoryStore(ctx.db)
-    given = None
-    if ctx.message_vector is not None:
-        try:  # started with the turn; usually done by now
-            given = await ctx.message_vector
-        except EmbedderError:
-            given = None  # recall tries once more and says why in the trace
-    found = await recall(
-        ctx.db,
-        ctx.settings,
-        user,
-        state["user_text"],
-        queue=ctx.queue,
-        trace=ctx.trace,
-        priority=max(FOREGROUND, ctx.yields_to),
-        what="enricher",
-        given=given,
-        messages=Heed(
-            ctx.settings.memory.messages,
-            conversation=state.get("conversation_id"),
-            skip_newest=2 * max(0, ctx.settings.history_turns),
-        ),
-    )
+    if ctx.recalled is not None:  # started with the turn; usually done by now
+        found = await ctx.recalled
+    else:  # a backend embedder: its call waits in the model queue behind the router's
+        found = await recall(
+            ctx.db,
+            ctx.settings,
+            user,
+            state["user_text"],
+            queue=ctx.queue,
+            trace=ctx.trace,
+            priority=max(FOREGROUND, ctx.yields_to),
+            what="enricher",
+            messages=Heed(
+                ctx.settings.memory.messages,
+                conversation=state.get("conversation_id"),
+                skip_newest=2 * max(0, ctx.settings.history_turns),
+            ),
+        )
     ctx.trace.notices.extend(found.notices)
     chosen = found.items
     today = date.today()
