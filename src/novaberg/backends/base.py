@@ -37,9 +37,11 @@ async def emit(on_token: TokenCallback | None, piece: str) -> None:
 async def first_within(items: AsyncIterator[T], seconds: float) -> AsyncIterator[T]:
     """The items of a stream; the first must arrive within ``seconds`` (else ``TimeoutError``)."""
     try:
-        yield await asyncio.wait_for(anext(items), timeout=seconds)
+        async with asyncio.timeout(seconds):  # no task of its own, unlike wait_for before 3.12
+            first = await anext(items)
     except StopAsyncIteration:
         return
+    yield first
     async for item in items:
         yield item
 

@@ -265,7 +265,8 @@ class Engine:
         if drain_followups:
             result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
             inline = [int(f["turn_id"]) for f in result.followups]
-            await self.db.run(deliveries.mark_delivered, self.db, inline, "inline")
+            if inline:
+                await self.db.run(deliveries.mark_delivered, self.db, inline, "inline")
         result.events = await self.db.run(self.db.events_of_turn, result.turn_id)
         return result
 
