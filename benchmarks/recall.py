@@ -20,8 +20,8 @@ every later search finds them); ``copy_loaded_ms``: from the second search's sta
 copy is loaded (before the timed questions); ``p50_ms``
 and ``p95_ms`` are over the questions after three warm-up ones; ``query_vector_p50_ms`` is the
 question's vector alone, for comparison. ``in_turn_p50_ms``/``in_turn_p95_ms``: the same
-questions with their vector computed beforehand, as in a turn, where the engine starts it with
-the turn and the router's model call hides it (``start_message_vector``).
+questions with their vector computed beforehand: in a turn the engine starts the whole search
+with the turn, and the router's model call hides the vector (``start_recall``).
 ``words_only_p50_ms``/``words_only_p95_ms``: the same questions without an embedder (full text
 alone), and ``p95_over_words_only_p95`` the ratio of the two p95s in the same run, which the
 machine's noise moves less than either figure.

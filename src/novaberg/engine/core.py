@@ -387,11 +387,7 @@ class Engine:
             user,
             message,
             what="enricher",
-            messages=Heed(
-                self.settings.memory.messages,
-                conversation=conversation,
-                skip_newest=2 * max(0, self.settings.history_turns),
-            ),
+            messages=Heed.for_turn(self.settings, conversation),
         )
         ctx = TurnContext(
             settings=self.settings,

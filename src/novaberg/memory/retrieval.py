@@ -436,6 +436,16 @@ class Heed:
     skip_newest: int = 0
     """Messages of ``conversation`` left out, newest first: the turn's history has them."""
 
+    @classmethod
+    def for_turn(cls, settings: Any, conversation: int | None) -> Heed:
+        """What a turn's search looks through: ``memory.messages`` of them, none of those its
+        history holds."""
+        return cls(
+            settings.memory.messages,
+            conversation=conversation,
+            skip_newest=2 * max(0, settings.history_turns),
+        )
+
 
 async def recall(
     db: Any,
@@ -542,8 +552,9 @@ def start_recall(
     """Start :func:`recall` for a turn's message now, when it needs no model call (the
     in-process embedder, or none): the engine starts it with the turn, so the message's
     vector and the search by words and meaning run while the router's call is out, and the
-    enricher, after the router, mostly finds them done (at 0 ms per call they were 5 ms of
-    its 6). ``None`` with a backend embedder, whose call goes through the model queue behind
+    enricher, after the router, finds them done (with 200 ms per model call; with calls
+    answered at once, on two cores, the search competes with the turn's own work and gains
+    little). ``None`` with a backend embedder, whose call goes through the model queue behind
     the router's, as the enricher asks it. The task raises what :func:`recall` raises."""
     if choose(settings, message).backend:
         return None

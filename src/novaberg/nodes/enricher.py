@@ -61,11 +61,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
             trace=ctx.trace,
             priority=max(FOREGROUND, ctx.yields_to),
             what="enricher",
-            messages=Heed(
-                ctx.settings.memory.messages,
-                conversation=state.get("conversation_id"),
-                skip_newest=2 * max(0, ctx.settings.history_turns),
-            ),
+            messages=Heed.for_turn(ctx.settings, state.get("conversation_id")),
         )
     ctx.trace.notices.extend(found.notices)
     chosen = found.items
