@@ -147,7 +147,7 @@ class ModelQueue:
         self.retries = retries
         aging = limits.get("background_wait_s")
         self._slots = {
-            b.name: PrioritySlots(int(limits.get(b.name, 1)) * getattr(b, "servers", 1), aging)
+            b.name: PrioritySlots(int(limits.get(b.name, 1)) * b.servers, aging)
             for b in chain.backends
         }
         self.observers = Observers()
@@ -197,8 +197,7 @@ class ModelQueue:
         comparable), or ``None`` when it has no embed endpoint. One record per request;
         a failure raises :class:`BackendError` like a chat call."""
         backend = self.chain.primary
-        embed = getattr(backend, "embed", None)
-        if embed is None:
+        if not backend.embeds:
             return None
         slots = self._slots[backend.name]
         queued = time.perf_counter()
@@ -213,7 +212,7 @@ class ModelQueue:
             started=started,
         )
         try:
-            vectors: list[list[float]] = await embed(texts, model, caller)
+            vectors = await backend.embed(texts, model, caller)
         except BackendError as exc:
             _fill_failure(record, exc, started)
             otel.model_call(record, model, error=exc, operation="embeddings")
@@ -281,11 +280,11 @@ class ModelQueue:
                 caller=request.caller,
                 backend=backend.name,
                 model=backend.model,
-                think=sent_think(backend, request),
+                think=backend.sent_think(request),
                 queue_wait_ms=(started - queued) * 1000,
                 attempt=attempt,
                 started=started,
-                json_mode=json_mode_of(backend, request),
+                json_mode=backend.json_mode(request),
             )
             try:
                 response = await backend.chat(request, streamed.callback)
@@ -340,15 +339,6 @@ class ModelQueue:
             return LLMResult(response, record)
 
 
-def json_mode_of(backend: Backend, request: ChatRequest) -> JsonMode:
-    """How the backend will ask for JSON (a backend without ``json_mode`` sends the schema)."""
-    mode = getattr(backend, "json_mode", None)
-    if callable(mode):
-        chosen: JsonMode = mode(request)
-        return chosen
-    return "json_schema" if request.json_schema is not None else ""
-
-
 def fill_answered(
     record: CallRecord,
     backend: Backend,
@@ -359,7 +349,7 @@ def fill_answered(
     """Complete the record of a request that was answered: what came back, as it came."""
     record.ms = (time.perf_counter() - started) * 1000
     record.model = response.model or backend.model
-    record.think = sent_think(backend, request)
+    record.think = backend.sent_think(request)
     record.json_mode = response.json_mode or record.json_mode
     record.content_len = len(response.content)
     record.thinking_len = len(response.thinking)
@@ -369,11 +359,6 @@ def fill_answered(
     record.tool_calls = len(response.tool_calls)
     record.outcome = classify(request, response)
     record.host = response.host
-
-
-def sent_think(backend: Backend, request: ChatRequest) -> bool:
-    sent = getattr(backend, "sent_think", None)
-    return bool(sent(request)) if callable(sent) else False
 
 
 def _fill_failure(record: CallRecord, exc: BackendError, started: float) -> None:

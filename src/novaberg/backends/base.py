@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, TypeVar
 
-from novaberg.errors import BackendError
+from novaberg.errors import BackendError, CapabilityError
 from novaberg.redaction import redact
 from novaberg.telemetry import JsonMode
 
@@ -124,9 +125,22 @@ class BackendStatus:
     fix: str = ""
 
 
-@runtime_checkable
-class Backend(Protocol):
+class Backend(ABC):
     """A model server Novaberg can send a chat call to.
+
+    Every backend subclasses this. ``chat``, ``status`` and ``aclose`` are each backend's own;
+    every optional part is declared here with what a backend without it does (as pydantic-ai's
+    ``Model`` declares its optional methods), so callers use each part plainly and a type
+    checker sees them all:
+
+    ====================  =================================================================
+    ``servers``           1; an Ollama pool (``ollama_hosts``) has one per host
+    ``embeds``/``embed``  no embeddings endpoint: ``embed`` raises :class:`CapabilityError`
+    ``capabilities``      ``None``: the protocol does not report the model's capabilities
+    ``json_mode``         the schema goes out as it is (``json_schema``) when one is asked for
+    ``sent_think``        ``False``: no ``think: true`` goes out
+    ``context_claims``    ``(None, None)``: the server says nothing of the context window
+    ====================  =================================================================
 
     ``chat`` sends exactly ONE request (retries are the model queue's job, so that each request
     is recorded) and raises a :class:`~novaberg.errors.BackendError` when it gets no answer.
@@ -135,11 +149,51 @@ class Backend(Protocol):
 
     name: str
     model: str
+    servers: int = 1
+    """How many servers answer for this backend: the model queue gives it its concurrency
+    limit once per server."""
+    embeds: ClassVar[bool] = False
+    """Whether :meth:`embed` reaches an embeddings endpoint; the model queue embeds with the
+    primary backend only when it does."""
 
+    @abstractmethod
     async def chat(
         self, request: ChatRequest, on_token: TokenCallback | None = None
     ) -> ChatResponse: ...
 
+    @abstractmethod
     async def status(self) -> BackendStatus: ...
 
+    @abstractmethod
     async def aclose(self) -> None: ...
+
+    async def embed(self, texts: list[str], model: str, caller: str) -> list[list[float]]:
+        """Embeddings of ``texts`` with ``model`` (an embedding model on this server), one
+        request. Only a backend whose :attr:`embeds` is true has them."""
+        raise CapabilityError(
+            f"The {self.name} backend has no embeddings endpoint; unset memory.embed_model "
+            "to embed in-process.",
+            backend=self.name,
+            model=model,
+        )
+
+    async def capabilities(self) -> tuple[str, ...] | None:
+        """The model's capabilities as the server reports them (``thinking``, ``tools``, …),
+        or ``None`` where the protocol does not report them. A backend that asks its server
+        raises a :class:`~novaberg.errors.BackendError` when it cannot (unreachable, the
+        model is not installed)."""
+        return None
+
+    def json_mode(self, request: ChatRequest) -> JsonMode:
+        """How this request asks for JSON, if it does (recorded with the call)."""
+        return "json_schema" if request.json_schema is not None else ""
+
+    def sent_think(self, request: ChatRequest) -> bool:
+        """Whether ``think: true`` goes out for this request (recorded as the call's
+        ``think``)."""
+        return False
+
+    async def context_claims(self, caller: str) -> tuple[int | None, int | None]:
+        """What the server says of the model's context window: the most the model could take,
+        and the runtime context it is loaded with now; ``None`` where it does not say."""
+        return None, None

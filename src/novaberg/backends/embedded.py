@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from novaberg.backends.base import (
+    Backend,
     BackendStatus,
     ChatRequest,
     ChatResponse,
@@ -173,8 +174,10 @@ def _register_gemma_format() -> None:
 _gemma_registered = False
 
 
-class EmbeddedBackend:
-    """Chat calls to a GGUF model loaded in-process; one generation at a time."""
+class EmbeddedBackend(Backend):
+    """Chat calls to a GGUF model loaded in-process; one generation at a time. It has the
+    defaults of every optional part of :class:`Backend`: no embeddings endpoint (the
+    in-process embedders embed), no reported capabilities, the schema as it is."""
 
     def __init__(
         self,

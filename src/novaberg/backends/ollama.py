@@ -33,6 +33,7 @@ import ollama
 
 from novaberg.backends.base import (
     CALLER_HEADER,
+    Backend,
     BackendStatus,
     ChatRequest,
     ChatResponse,
@@ -65,8 +66,10 @@ async def _stamp_caller(request: httpx.Request) -> None:
     request.headers[CALLER_HEADER] = current_caller.get()
 
 
-class OllamaBackend:
+class OllamaBackend(Backend):
     """Chat calls to one model on one Ollama server."""
+
+    embeds = True
 
     def __init__(
         self, host: str, model: str, timeouts: Timeouts, num_ctx: int | None = None

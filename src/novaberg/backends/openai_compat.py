@@ -36,6 +36,7 @@ import httpx
 
 from novaberg.backends.base import (
     CALLER_HEADER,
+    Backend,
     BackendStatus,
     ChatRequest,
     ChatResponse,
@@ -94,8 +95,10 @@ def with_json_instruction(
     return [{"role": "system", "content": text}, *copied]
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(Backend):
     """Chat calls to ``POST {base_url}/chat/completions``; streamed when someone listens."""
+
+    embeds = True
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeouts: Timeouts) -> None:
         self.name = "openai"

@@ -96,11 +96,8 @@ async def _warm_up(chain: BackendChain, within_s: float) -> None:
     starts (``novaberg serve`` under SIGTERM) stops in seconds, not after the model call's
     timeout.
     """
-    capabilities = getattr(chain.primary, "capabilities", None)
-    if capabilities is None:
-        return
     try:
-        await asyncio.wait_for(capabilities(), within_s)
+        await asyncio.wait_for(chain.primary.capabilities(), within_s)
     except NovabergError:
         return
     except TimeoutError:

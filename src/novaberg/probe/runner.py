@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from novaberg.backends.base import Backend
-from novaberg.backends.ollama import OllamaBackend
 from novaberg.backends.select import make_backend
 from novaberg.config import Settings
 from novaberg.errors import BackendError, BackendUnreachable, ModelNotFound
@@ -72,8 +71,9 @@ def probe_settings(
 async def preflight(backend: Backend) -> tuple[str, ...] | None:
     """Raise when the server cannot be probed at all; else the model's capabilities (``None``
     when the protocol does not report them)."""
-    if isinstance(backend, OllamaBackend):
-        return await backend.capabilities()  # unreachable, or the model is not installed
+    reported = await backend.capabilities()  # Ollama's raises: unreachable, or no such model
+    if reported is not None:
+        return reported
     status = await backend.status()
     if not status.reachable:
         raise BackendUnreachable(status.detail, backend=backend.name, model=backend.model)

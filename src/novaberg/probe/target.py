@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from novaberg.backends.base import Backend, ChatRequest, ChatResponse
 from novaberg.errors import BackendError, BackendTimeout, BackendUnreachable, FormatRefused
-from novaberg.queue import fill_answered, json_mode_of, sent_think
+from novaberg.queue import fill_answered
 from novaberg.telemetry import CallRecord, JsonMode
 
 MAX_FORMAT_STEPS = 2
@@ -94,9 +94,9 @@ class ProbeTarget:
                 caller=request.caller,
                 backend=self.backend.name,
                 model=self.backend.model,
-                think=sent_think(self.backend, request),
+                think=self.backend.sent_think(request),
                 started=started,
-                json_mode=json_mode_of(self.backend, request),
+                json_mode=self.backend.json_mode(request),
             )
             self.calls.append(record)
             try:

@@ -64,14 +64,6 @@ def request(ctx: ProbeContext) -> ChatRequest:
     )
 
 
-async def _claims(ctx: ProbeContext) -> tuple[int | None, int | None]:
-    claims = getattr(ctx.target.backend, "context_claims", None)
-    if claims is None:
-        return None, None
-    found: tuple[int | None, int | None] = await claims(CALLER)
-    return found
-
-
 async def run(ctx: ProbeContext) -> ExperimentResult:
     n = trials(ctx)
     sent = await send_all(ctx, [request(ctx)] * n)
@@ -86,7 +78,7 @@ async def run(ctx: ProbeContext) -> ExperimentResult:
         "marker_kept": sum(1 for r in got if MARKER in r.content),
         "marker_lost": sum(1 for r in got if MARKER not in r.content),
     }
-    claimed, loaded = await _claims(ctx)
+    claimed, loaded = await ctx.target.backend.context_claims(CALLER)
     read = [r.prompt_eval_count for r in got if r.prompt_eval_count]
     detail: dict[str, Any] = {
         "window": ctx.window,
