@@ -2,8 +2,16 @@
 
 ``memory/`` must not depend on ``nodes/``, directly or through another module: a background
 job gets its own context (``memory/job_context.py``), and ``nodes/`` imports ``memory/``
-(issue 9, "Shape"). Imports under ``TYPE_CHECKING`` and inside functions count too: a reader
-who follows them ends up in the other package all the same.
+(issue 9, "Shape"). No module imports itself back through others: the package's import graph
+has no cycle (issue 24), so a shared piece lives in the module it belongs to, not behind an
+import that waits until a function runs. Imports under ``TYPE_CHECKING`` and inside functions
+count too, for both rules: a reader who follows them ends up in the other package, or back
+where they started, all the same.
+
+An import is read as the interpreter resolves it: ``from novaberg.probe import latency`` imports
+the module ``novaberg.probe.latency`` (and ``novaberg.probe``'s ``__init__`` only as the package
+every one of its modules is imported through, which is no edge from inside the package), while
+``from novaberg.probe import run_probe`` imports the package's ``__init__``.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import novaberg
+from novaberg.backends.base import Backend
 
 PACKAGE = Path(novaberg.__file__).parent
 
@@ -26,7 +35,9 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def imported_modules(name: str) -> Iterator[str]:
-    """The project modules ``name`` imports, as the interpreter would resolve them."""
+    """The project modules ``name`` imports, as the interpreter would resolve them: each
+    imported module, then the packages it is imported through except those ``name`` itself
+    lies in (they are being imported already when ``name`` runs)."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -38,13 +49,28 @@ def imported_modules(name: str) -> Iterator[str]:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            # ``from novaberg import otel`` imports the module ``novaberg.otel``
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            # ``from novaberg import otel`` imports the module ``novaberg.otel``; a name that
+            # is no module is read from ``base`` itself
+            submodules = [f"{base}.{alias.name}" for alias in node.names]
+            targets = [m for m in submodules if m in MODULES]
+            if len(targets) < len(submodules):
+                targets.append(base)
         else:
             continue
         for target in targets:
             if target in MODULES:
                 yield target
+            for through in packages_of(target):
+                if through != name and not name.startswith(through + "."):
+                    yield through
+
+
+def packages_of(module: str) -> Iterator[str]:
+    """The project packages the interpreter imports before ``module``, outermost first."""
+    parts = module.split(".")
+    for end in range(1, len(parts)):
+        if (package := ".".join(parts[:end])) in MODULES:
+            yield package
 
 
 def import_path(start: str, forbidden: str) -> list[str] | None:
@@ -72,6 +98,16 @@ def test_the_walk_finds_known_imports() -> None:
     assert "novaberg.otel" in set(imported_modules("novaberg.graph.build"))
 
 
+def test_the_walk_reads_a_submodule_import_as_the_submodule() -> None:
+    """``probe/runner.py`` imports its sibling experiments by the package's name: that is
+    the modules, not the package's ``__init__`` (which imports ``runner``); and a module
+    outside a package imports that package's ``__init__`` on the way to its module."""
+    runner = set(imported_modules("novaberg.probe.runner"))
+    assert "novaberg.probe.latency" in runner
+    assert "novaberg.probe" not in runner
+    assert "novaberg.backends" in set(imported_modules("novaberg.queue"))
+
+
 def test_memory_does_not_import_nodes() -> None:
     memory = sorted(m for m in MODULES if m.startswith("novaberg.memory"))
     assert memory, "no memory modules found"
@@ -79,6 +115,78 @@ def test_memory_does_not_import_nodes() -> None:
     assert not chains, "memory/ depends on nodes/: " + "; ".join(
         " -> ".join(chain) for chain in chains.values()
     )
+
+
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The cycles a depth-first walk of ``graph`` closes (at least one through every module
+    that lies on a cycle), each as the chain of imports from a module back to itself."""
+    found: list[list[str]] = []
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        path.append(module)
+        for target in graph[module]:
+            if target in path:
+                found.append([*path[path.index(target) :], target])
+            elif target not in done:
+                visit(target)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module)
+    return found
+
+
+def test_the_cycle_walk_finds_a_cycle() -> None:
+    graph = {"a": ["b"], "b": ["c", "d"], "c": ["a"], "d": []}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": ["b"], "b": []}) == []
+
+
+def test_no_module_imports_itself_back() -> None:
+    """The package's import graph has no cycle: ``context`` does not import what imports it
+    (``prompts/budget``), nor ``prompts/neutral`` the builders that use it (issue 24)."""
+    graph = {m: sorted(set(imported_modules(m)) - {m}) for m in MODULES}
+    found = cycles(graph)
+    assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+OPTIONAL_BACKEND_PARTS = {
+    name
+    for name in vars(Backend)
+    if not name.startswith("_") and name not in Backend.__abstractmethods__
+}
+"""The parts of a backend that the contract declares with a default (``embed``,
+``capabilities``, …): every backend has them, so none is looked up by name."""
+
+
+def parts_looked_up(name: str) -> list[str]:
+    """Where module ``name`` finds an optional part of a backend with ``getattr``/``hasattr``."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "hasattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in OPTIONAL_BACKEND_PARTS
+        ):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_optional_backend_part_is_looked_up_by_name() -> None:
+    """``Backend`` declares its optional parts with defaults (issue 24): callers use them
+    plainly, where the type checker sees them."""
+    assert {"embed", "capabilities", "json_mode", "sent_think", "context_claims"} <= (
+        OPTIONAL_BACKEND_PARTS
+    )
+    found = {m: f for m in MODULES if (f := parts_looked_up(m))}
+    assert not found, "; ".join(f"{m}: {', '.join(f)}" for m, f in found.items())
 
 
 SQL_START = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ", "CREATE ", "ALTER ", "DROP ")

@@ -16,7 +16,7 @@ import pytest
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.memory.store import MemoryStore
-from novaberg.prompts.evaluation import DE, EN, Labels
+from novaberg.prompts.labels import DE, EN, Labels
 from novaberg.prompts.neutral import neutralise
 from novaberg.testing import OllamaTestServer, RecordedRequest, Reply
 from novaberg.thinking import parse_control

@@ -11,7 +11,7 @@ import pytest
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.memory.store import MemoryStore
-from novaberg.prompts.evaluation import DE, EN
+from novaberg.prompts.labels import DE, EN
 from novaberg.testing import OllamaTestServer, RecordedRequest, Reply
 
 JUDGES = ["judge_legal", "judge_psychology", "judge_persona"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from novaberg.backends.base import ChatRequest, TokenCallback
 from novaberg.config import Settings
-from novaberg.prompts.budget import fit_request, window_of
+from novaberg.prompts.budget import context_window, fit_request
 from novaberg.queue import FOREGROUND, LLMResult, ModelQueue
 from novaberg.telemetry import Trace
 
@@ -25,6 +25,12 @@ class CallContext:
     """The highest priority this context's calls get, whatever they ask for: a message Nova
     writes first calls at background priority, behind the turns of people typing."""
 
+    @property
+    def window(self) -> int:
+        """The context window every prompt of this caller is sized to (over the chain's
+        backends: :func:`~novaberg.prompts.budget.context_window`)."""
+        return context_window(self.settings, (b.name for b in self.queue.chain.backends))
+
     async def llm(
         self,
         request: ChatRequest,
@@ -33,7 +39,7 @@ class CallContext:
         on_token: TokenCallback | None = None,
     ) -> LLMResult:
         # Every request carries its output limit and fits the window (prompts/budget.py).
-        request = fit_request(request, window_of(self), self.trace)
+        request = fit_request(request, self.window, self.trace)
         return await self.queue.submit(
             request, trace=self.trace, priority=max(priority, self.yields_to), on_token=on_token
         )

@@ -35,15 +35,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from novaberg.backends.base import ChatRequest, TokenCallback, emit
 from novaberg.config import Settings
 from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
 from novaberg.telemetry import Trace
-
-if TYPE_CHECKING:
-    from novaberg.context import CallContext
 
 ASCII_CHARS_PER_TOKEN = 3.0
 OTHER_BYTES_PER_TOKEN = 2.0
@@ -111,6 +108,22 @@ def messages_tokens(
 
 
 # -- windows and limits ------------------------------------------------------------------------
+class BudgetContext(Protocol):
+    """What the budget reads of a model caller's context: its settings, the trace its notices
+    go to, and the window its prompts are sized to. Every
+    :class:`~novaberg.context.CallContext` is one; this module does not import it (the
+    context fits each request it sends with :func:`fit_request`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def trace(self) -> Trace: ...
+
+    @property
+    def window(self) -> int: ...
+
+
 def context_window(settings: Settings, backends: Iterable[str]) -> int:
     """The window every prompt is sized to: ``limits.context_tokens``, and on the embedded
     model (primary or fallback) no more than ``embedded_ctx``."""
@@ -145,8 +158,8 @@ class Budget:
         return self.window - self.output
 
     @classmethod
-    def of(cls, ctx: CallContext, caller: str) -> Budget:
-        window = window_of(ctx)
+    def of(cls, ctx: BudgetContext, caller: str) -> Budget:
+        window = ctx.window
         limits = ctx.settings.limits
         return cls(
             caller=caller,
@@ -156,10 +169,6 @@ class Budget:
             situation=limits.situation_tokens,
             reply_chars=limits.reply_chars,
         )
-
-
-def window_of(ctx: CallContext) -> int:
-    return context_window(ctx.settings, (b.name for b in ctx.queue.chain.backends))
 
 
 def note(trace: Trace, caller: str, what: str) -> None:
@@ -227,7 +236,7 @@ def cut_reply(text: str, max_chars: int) -> str:
     return head[:cut].rstrip() + " …"
 
 
-def bounded_reply(ctx: CallContext, caller: str, text: str) -> str:
+def bounded_reply(ctx: BudgetContext, caller: str, text: str) -> str:
     """``text`` cut to ``limits.reply_chars``, with a notice when it was cut."""
     limit = ctx.settings.limits.reply_chars
     cut = cut_reply(text, limit)
@@ -410,7 +419,7 @@ def fit_subject(subject: Subject, over: int) -> tuple[Subject, list[str]]:
 
 
 def judging_prompt(
-    ctx: CallContext,
+    ctx: BudgetContext,
     caller: str,
     instruction: Instruction,
     situation: Situation,

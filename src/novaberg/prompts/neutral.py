@@ -31,6 +31,8 @@ import functools
 import re
 import unicodedata
 
+from novaberg.prompts import labels, thinker
+
 QUOTE = "> "
 INDENT = "  "
 
@@ -107,13 +109,13 @@ def _fold(line: str) -> str:
 
 @functools.cache
 def _label_starts() -> tuple[str, ...]:
-    """The label lines of every prompt builder, folded (imported late: they import us)."""
-    from novaberg.prompts import evaluation, thinker
-
-    labels: list[str] = []
-    for table in (evaluation.EN, evaluation.DE):
-        labels += [table.user_message, table.answer, f"{table.background_answer}:"]
-        labels += [
+    """The label lines of every prompt builder, folded: the judging prompts' (their texts in
+    :mod:`~novaberg.prompts.labels`, not in the builder, which imports this module) and the
+    thinker's."""
+    found: list[str] = []
+    for table in (labels.EN, labels.DE):
+        found += [table.user_message, table.answer, f"{table.background_answer}:"]
+        found += [
             f"{name}:"
             for name in (
                 table.intent,
@@ -123,5 +125,5 @@ def _label_starts() -> tuple[str, ...]:
                 table.timeline,
             )
         ]
-    labels += thinker.LABELS
-    return tuple(sorted({_fold(label) for label in labels}))
+    found += thinker.LABELS
+    return tuple(sorted({_fold(label) for label in found}))
