@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -44,7 +45,8 @@ from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer
 
 K = 50
-"""Items per question, as ``novaberg memory search`` asks for."""
+"""Items per question, as ``novaberg memory search`` asks for (``--k``; the tool's own default
+is 5, what a model calling it without ``k`` gets)."""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -83,6 +85,38 @@ def _fill(home: Path, items: int) -> str:
         db.close()
 
 
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _children() -> list[int]:
+    mine = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                mine.append(int(stat.parent.name))
+    return mine
+
+
+def settle(pids: list[int], limit_s: float = 15.0) -> None:
+    """Wait until the server processes are idle (under 2% of a core over a quarter of a
+    second): a server answers its users long after its start, when its warm-up (dateparser's
+    patterns, the engine's first jobs) is over. Its start is timed apart."""
+    if not Path("/proc").is_dir():
+        time.sleep(3)
+        return
+    hz = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + limit_s
+    before = sum(_cpu_ticks(pid) for pid in pids)
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = sum(_cpu_ticks(pid) for pid in pids)
+        if (now - before) / hz < 0.005:
+            return
+        before = now
+
+
 async def _timed(
     ask: Callable[[str], Awaitable[Any]], questions: list[str], warmup: int = 3
 ) -> list[float]:
@@ -96,14 +130,14 @@ async def _timed(
     return times
 
 
-async def in_process(questions: list[str]) -> list[float]:
+async def in_process(questions: list[str], k: int) -> list[float]:
     settings = load_settings().settings
     db = Database(settings.database)
     try:
 
         async def ask(q: str) -> Any:
             return await recall(
-                db, settings, USER, q, max_items=K, budget_tokens=100_000,
+                db, settings, USER, q, max_items=k, budget_tokens=100_000,
                 what="memory search", messages=Heed(SEARCH_MESSAGES),
             )  # fmt: skip
 
@@ -112,9 +146,9 @@ async def in_process(questions: list[str]) -> list[float]:
         db.close()
 
 
-async def _recall_with(client: Client, questions: list[str]) -> list[float]:
+async def _recall_with(client: Client, questions: list[str], k: int) -> list[float]:
     async def ask(q: str) -> Any:
-        answer = await client.call_tool("recall", {"query": q, "k": K})
+        answer = await client.call_tool("recall", {"query": q, "k": k})
         assert not answer.is_error, answer.content
         return answer
 
@@ -126,14 +160,15 @@ def _stdio(env: dict[str, str]) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
-async def over_stdio(env: dict[str, str], questions: list[str]) -> dict[str, Any]:
+async def over_stdio(env: dict[str, str], questions: list[str], k: int) -> dict[str, Any]:
     began = time.perf_counter()
     async with Client(_stdio(env)) as client:
         await client.list_tools()
         listed_s = time.perf_counter() - began
-        await client.call_tool("recall", {"query": questions[0], "k": K})
+        await client.call_tool("recall", {"query": questions[0], "k": k})
         recalled_s = time.perf_counter() - began
-        times = await _recall_with(client, questions)
+        await asyncio.to_thread(settle, _children())
+        times = await _recall_with(client, questions, k)
     return {
         "start_to_first_answer_s": round(listed_s, 3),
         "start_to_first_recall_s": round(recalled_s, 3),
@@ -141,13 +176,13 @@ async def over_stdio(env: dict[str, str], questions: list[str]) -> dict[str, Any
     }
 
 
-def _call(n: int, query: str) -> dict[str, Any]:
-    arguments = {"query": query, "k": K}
+def _call(n: int, query: str, k: int) -> dict[str, Any]:
+    arguments = {"query": query, "k": k}
     params = {"name": "recall", "arguments": arguments}
     return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
 
 
-async def raw_stdio(env: dict[str, str], questions: list[str]) -> dict[str, Any]:
+async def raw_stdio(env: dict[str, str], questions: list[str], k: int) -> dict[str, Any]:
     """JSON-RPC lines written and read by hand: the door's cost without a client's."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "novaberg", "mcp", "--user", USER, env=env,
@@ -170,9 +205,11 @@ async def raw_stdio(env: dict[str, str], questions: list[str]) -> dict[str, Any]
 
     await send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
     await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await send(_call(next(ids), questions[0], k))
+    await asyncio.to_thread(settle, [proc.pid])
 
     async def ask(q: str) -> Any:
-        answer = await send(_call(next(ids), q))
+        answer = await send(_call(next(ids), q, k))
         assert answer is not None and "result" in answer, answer
         return answer
 
@@ -183,7 +220,7 @@ async def raw_stdio(env: dict[str, str], questions: list[str]) -> dict[str, Any]
         await proc.wait()
 
 
-async def raw_http(url: str, key: str, questions: list[str]) -> dict[str, Any]:
+async def raw_http(url: str, key: str, questions: list[str], k: int) -> dict[str, Any]:
     """One POST per call with a JSON-RPC body, read by hand (stateless: no session)."""
     headers = {
         "Authorization": f"Bearer {key}",
@@ -194,7 +231,7 @@ async def raw_http(url: str, key: str, questions: list[str]) -> dict[str, Any]:
     async with httpx.AsyncClient(headers=headers, timeout=120) as http:
 
         async def ask(q: str) -> Any:
-            response = await http.post(f"{url}/mcp", json=_call(next(ids), q))
+            response = await http.post(f"{url}/mcp", json=_call(next(ids), q, k))
             assert response.status_code == 200 and '"result"' in response.text, response.text
             return response
 
@@ -205,13 +242,13 @@ def _http_client(url: str, key: str, http: httpx2.AsyncClient) -> Client:
     return Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
 
-async def over_http(url: str, key: str, questions: list[str]) -> dict[str, Any]:
+async def over_http(url: str, key: str, questions: list[str], k: int) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=120) as http,
         _http_client(url, key, http) as client,
     ):
-        return _figures(await _recall_with(client, questions))
+        return _figures(await _recall_with(client, questions, k))
 
 
 async def talk_against_api_turns(url: str, key: str, turns: int) -> dict[str, Any]:
@@ -274,7 +311,7 @@ def _healthy(url: str, deadline: float) -> None:
     raise RuntimeError("novaberg serve never answered /healthz")
 
 
-def run(items: int, queries: int, turns: int) -> dict[str, Any]:
+def run(items: int, queries: int, turns: int, ks: tuple[int, ...] = (K, 5)) -> dict[str, Any]:
     questions = questions_about(random.Random(11), queries)
     out: dict[str, Any] = {"items": items, "questions": queries, "cpus": os.cpu_count()}
     with OllamaTestServer() as backend, tempfile.TemporaryDirectory() as tmp:
@@ -282,21 +319,27 @@ def run(items: int, queries: int, turns: int) -> dict[str, Any]:
         key = _fill(home, items)
         env = _environment(home, backend.url)
         os.environ.update(env)
-        local = asyncio.run(in_process(questions))
-        out["in_process"] = _figures(local)
-        out["stdio"] = asyncio.run(over_stdio(env, questions))
-        out["stdio_raw"] = asyncio.run(raw_stdio(env, questions))
+        doors: dict[int, dict[str, Any]] = {k: {} for k in ks}
+        for k in ks:
+            doors[k]["in_process"] = _figures(asyncio.run(in_process(questions, k)))
+            doors[k]["stdio"] = asyncio.run(over_stdio(env, questions, k))
+            doors[k]["stdio_raw"] = asyncio.run(raw_stdio(env, questions, k))
         proc, url = _serve(env, home)
         try:
-            out["http"] = asyncio.run(over_http(url, key, questions))
-            out["http_raw"] = asyncio.run(raw_http(url, key, questions))
+            asyncio.run(raw_http(url, key, questions[:1], ks[0]))
+            settle([proc.pid])
+            for k in ks:
+                doors[k]["http"] = asyncio.run(over_http(url, key, questions, k))
+                doors[k]["http_raw"] = asyncio.run(raw_http(url, key, questions, k))
             out["turns"] = asyncio.run(talk_against_api_turns(url, key, turns))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    base = out["in_process"]["p95_ms"]
-    for door in ("stdio", "stdio_raw", "http", "http_raw"):
-        out[door]["p95_over_in_process_p95"] = round(out[door]["p95_ms"] / base, 3)
+    for k, figures in doors.items():
+        base = figures["in_process"]["p95_ms"]
+        for door in ("stdio", "stdio_raw", "http", "http_raw"):
+            figures[door]["p95_over_in_process_p95"] = round(figures[door]["p95_ms"] / base, 3)
+        out[f"recall_k{k}"] = figures
     return out
 
 
@@ -305,8 +348,10 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--k", default=f"{K},5", help="items per recall, comma-separated")
     args = parser.parse_args()
-    print(json.dumps(run(args.items, args.queries, args.turns), indent=2))
+    ks = tuple(int(k) for k in args.k.split(","))
+    print(json.dumps(run(args.items, args.queries, args.turns, ks), indent=2))
 
 
 if __name__ == "__main__":

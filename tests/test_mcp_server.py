@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -162,13 +163,48 @@ def test_a_2025_11_25_client_initializes_and_calls_a_tool(nova: Nova) -> None:
     assert body["result"]["protocolVersion"] == "2025-11-25"
     assert body["result"]["serverInfo"]["name"] == "novaberg"
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
-    call["params"] = {"name": "profile", "arguments": {}}  # type: ignore[assignment]
+    call["params"] = {"name": "profile", "arguments": {}}
     headers |= {"MCP-Protocol-Version": "2025-11-25"}
     answered = httpx.post(f"{nova.url}/mcp", json=call, headers=headers, timeout=30)
     assert answered.status_code == 200, answered.text
-    profile = _rpc_body(answered)["result"]
+    # one JSON body per answer, not an event stream; its text the same object, compact
+    assert answered.headers["content-type"].startswith("application/json")
+    profile = answered.json()["result"]
     assert profile["isError"] is False
     assert profile["structuredContent"] == {"core": None, "adaptive": None}
+    assert profile["content"][0]["text"] == '{"core":null,"adaptive":null}'
+
+
+async def test_output_schemas_give_optional_fields_as_nullable_types_and_results_fit_them(
+    nova: Nova,
+) -> None:
+    """A client checks each result against its tool's output schema (the SDK's client does,
+    on every call): an optional plain field is ``"type": [..., "null"]``, not an ``anyOf``
+    of two schemas, and a real result with nulls in it is valid."""
+    async with http_client(nova, "ada") as ada:
+        listed = {t.name: t.output_schema for t in (await ada.list_tools()).tools}
+        assert not [b for b in _any_ofs(listed) if all(set(s) == {"type"} for s in b)]
+        defs = listed["recall"]["$defs"]  # type: ignore[index]
+        assert defs["Recalled"]["properties"]["valid_to"]["type"] == ["string", "null"]
+        kept = result(await ada.call_tool("remember", {"text": "My bike is a green Brompton."}))
+        found = result(await ada.call_tool("recall", {"query": "Brompton bike"}))
+    [item] = [i for i in found["items"] if i["id"] == kept["id"]]
+    assert item["valid_to"] is None and item["happens_on"] is None
+    Draft = jsonschema.validators.validator_for(listed["recall"])
+    Draft(listed["recall"]).validate(found)
+    with pytest.raises(jsonschema.ValidationError):
+        Draft(listed["recall"]).validate({"items": [item | {"valid_to": 3}], "messages": []})
+
+
+def _any_ofs(node: Any) -> Iterator[list[dict[str, Any]]]:
+    if isinstance(node, dict):
+        if "anyOf" in node:
+            yield node["anyOf"]
+        for value in node.values():
+            yield from _any_ofs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _any_ofs(value)
 
 
 def _rpc_body(response: httpx.Response) -> dict[str, Any]:

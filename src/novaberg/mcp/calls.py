@@ -8,8 +8,8 @@ engine's turn service (:class:`~novaberg.engine.service.TurnService`), as ``/api
 Every database call runs in the database's worker threads (``await db.run``). A user mistake
 or a refused turn is a :class:`~novaberg.errors.NovabergError` (its message is for the
 client); a memory or conversation that is not the user's is :class:`Missing`, the same as one
-that does not exist. Results are typed (:mod:`pydantic` models): the SDK sends each as JSON
-text and as structured content with its schema.
+that does not exist. Results are typed (:mod:`pydantic` models, :class:`Result`): the SDK
+sends each as JSON text and as structured content with its schema.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.errors import BackendError, ModelOutputError, NovabergError
 
@@ -49,7 +49,30 @@ class Missing(NovabergError):
     """No such memory or conversation of this user (another user's is missing too)."""
 
 
-class Item(BaseModel):
+def _plain_nullables(schema: dict[str, Any]) -> None:
+    """Each optional field as ``"type": ["string", "null"]`` instead of pydantic's ``anyOf`` of
+    two schemas: the same values are valid, and a client that checks a result against the
+    tool's output schema (the SDK's client does, for every call) visits one schema per field
+    instead of two. For a 50-item ``recall`` that halved the Python client's check (6.4 ms to
+    3.4 ms)."""
+    for field in schema.get("properties", {}).values():
+        branches = field.get("anyOf")
+        if (
+            isinstance(branches, list)
+            and all(isinstance(b, dict) and set(b) == {"type"} for b in branches)
+            and {"type": "null"} in branches
+        ):
+            del field["anyOf"]
+            field["type"] = [b["type"] for b in branches]
+
+
+class Result(BaseModel):
+    """What a tool returns (or a part of it), with optional fields as plain nullable types."""
+
+    model_config = ConfigDict(json_schema_extra=_plain_nullables)
+
+
+class Item(Result):
     """A memory: a short-term item, a long-term fact or a dated event."""
 
     id: int = Field(description="Look it up with `novaberg memory show ID` or on the page.")
@@ -67,7 +90,7 @@ class Recalled(Item):
     score: float
 
 
-class Message(BaseModel):
+class Message(Result):
     """A stored message found by its words: something the user or Nova said."""
 
     message_id: int
@@ -79,42 +102,42 @@ class Message(BaseModel):
     reason: str
 
 
-class RecallResult(BaseModel):
+class RecallResult(Result):
     items: list[Recalled]
     messages: list[Message]
 
 
-class RememberResult(BaseModel):
+class RememberResult(Result):
     id: int = Field(description="The memory's id (`novaberg memory show ID`).")
     created: bool = Field(description="False: a current memory said this already.")
 
 
-class ForgetResult(BaseModel):
+class ForgetResult(Result):
     forgotten: int
     ids: list[int] = Field(description="Every memory removed: this one and what came from it.")
     profile_versions: int
     turns_scrubbed: int
 
 
-class TimelineResult(BaseModel):
+class TimelineResult(Result):
     start: str
     end: str
     items: list[Item]
 
 
-class ProfilePart(BaseModel):
+class ProfilePart(Result):
     version: int
     text: str
     statements: list[dict[str, Any]]
     created_at: str
 
 
-class ProfileResult(BaseModel):
+class ProfileResult(Result):
     core: ProfilePart | None = Field(description="What is stable about the user.")
     adaptive: ProfilePart | None = Field(description="What holds for now.")
 
 
-class TalkResult(BaseModel):
+class TalkResult(Result):
     reply: str
     turn_id: int
     conversation_id: int
@@ -138,11 +161,10 @@ async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
         engine.db, engine.settings, seat.user, query, queue=engine.queue, trace=Trace(),
         max_items=k, budget_tokens=100_000, what="mcp recall", messages=Heed(SEARCH_MESSAGES),
     )  # fmt: skip
-    items = [
-        Recalled(**_item(r.item), reason=r.reason, score=round(r.score, 3)) for r in found.items
-    ]
-    messages = [Message(**heard_view(h)) for h in found.heard]
-    return RecallResult(items=items, messages=messages)
+    # validated in one pass (a model each, built one by one, was a third of the door's time)
+    items = [_item(r.item) | {"reason": r.reason, "score": round(r.score, 3)} for r in found.items]
+    messages = [heard_view(h) for h in found.heard]
+    return RecallResult.model_validate({"items": items, "messages": messages})
 
 
 async def do_remember(seat: Seat, text: str) -> RememberResult:
@@ -176,7 +198,7 @@ async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
     )
 
 
-class Changed(BaseModel):
+class Changed(Result):
     """A memory after a correction or a retraction (its history: `novaberg memory show ID`)."""
 
     memory: Item = Field(description="The new current version, or the ended one (retracted).")

@@ -1,6 +1,8 @@
 """``/mcp`` on ``novaberg serve``: Nova's MCP server over Streamable HTTP, stateless (a fresh
 transport per request; the 2026-07-28 revision's per-request envelope, and the initialize
-handshake of earlier revisions, which Open WebUI and this year's desktop clients send).
+handshake of earlier revisions, which Open WebUI and this year's desktop clients send). Each
+answer is one JSON body (``application/json``), not an event stream: no tool sends progress,
+and the stream cost every call about 1.5 ms of the server's CPU.
 
 Every request is authenticated before the SDK sees it, by the same dependency as ``/v1`` and
 ``/api`` (:func:`~novaberg.server.auth.require_user`): no key or a wrong one is a 401, a
@@ -56,6 +58,7 @@ class McpRoute:
         self.server.streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,
+            json_response=True,
             max_request_body_size=settings.server.max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
@@ -86,5 +89,7 @@ def mount(app: Starlette, settings: Settings) -> McpRoute:
     """Add ``/mcp`` to ``app`` (GET, POST and DELETE, as the transport answers them); enter
     :meth:`McpRoute.running` in the app's lifespan."""
     route = McpRoute(settings)
-    app.router.routes.append(Route(PATH, endpoint=route, methods=["GET", "POST", "DELETE"]))
+    # first in the table: a request to /mcp no longer runs past every route of /api and /v1
+    # first (their matching was a tenth of the door's time)
+    app.router.routes.insert(0, Route(PATH, endpoint=route, methods=["GET", "POST", "DELETE"]))
     return route

@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import date
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from novaberg import __version__
@@ -31,7 +31,6 @@ log = logging.getLogger("novaberg.mcp")
 
 SeatOf = Callable[[Context], Awaitable[Seat]]
 """How a door tells who calls: the user of ``novaberg mcp``, or of the request's key."""
-T = TypeVar("T")
 
 INSTRUCTIONS = (
     "Nova is the user's companion and remembers them. Use recall before answering something "
@@ -43,6 +42,15 @@ Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to
 Count = Annotated[int, Field(ge=1, le=50, description="How many memories at most.")]
 MemoryId = Annotated[int, Field(description="The id of one memory (from recall or timeline).")]
 
+# what each tool sends: a CallToolResult built by _sent, its output schema from the model
+RecalledOut = Annotated[CallToolResult, calls.RecallResult]
+RememberedOut = Annotated[CallToolResult, calls.RememberResult]
+ForgottenOut = Annotated[CallToolResult, calls.ForgetResult]
+ChangedOut = Annotated[CallToolResult, calls.Changed]
+TimelineOut = Annotated[CallToolResult, calls.TimelineResult]
+ProfileOut = Annotated[CallToolResult, calls.ProfileResult]
+TalkedOut = Annotated[CallToolResult, calls.TalkResult]
+
 
 def client_name(ctx: Context) -> str:
     """The client's own name from its ``clientInfo`` (``""`` when it sent none)."""
@@ -51,15 +59,28 @@ def client_name(ctx: Context) -> str:
     return "" if info is None else str(info.name)[:100]
 
 
-async def _answer(seat_of: SeatOf, ctx: Context, call: Callable[[Seat], Awaitable[T]]) -> T:
+async def _answer(
+    seat_of: SeatOf, ctx: Context, call: Callable[[Seat], Awaitable[calls.Result]]
+) -> CallToolResult:
     """``call``'s result for the caller's seat, or a tool error the client can act on."""
     try:
-        return await call(await seat_of(ctx))
+        result = await call(await seat_of(ctx))
     except NovabergError as exc:
         raise ToolError(str(exc)) from None
     except Exception as exc:
         log.error("an MCP tool failed (%s)", error_kind(exc))  # no message: it may quote text
         raise ToolError("The tool failed; Nova's log names the error.") from None
+    return _sent(result)
+
+
+def _sent(result: calls.Result) -> CallToolResult:
+    """``result`` as structured content (what the tool's output schema, derived from the
+    annotation ``Annotated[CallToolResult, Model]``, describes; the SDK checks it against the
+    model) and the same object as compact JSON text for clients that read only text. Built
+    here in one pass each: the SDK's own conversion dumped a returned model twice, the text
+    indented, a third of a 50-item ``recall``'s time at the door."""
+    text = TextContent(type="text", text=result.model_dump_json())
+    return CallToolResult(content=[text], structured_content=result.model_dump(mode="json"))
 
 
 def build_server(seat_of: SeatOf) -> MCPServer:
@@ -85,7 +106,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
     @server.tool(annotations=READ_ONLY)
-    async def recall(query: Query, ctx: Context, k: Count = 5) -> calls.RecallResult:
+    async def recall(query: Query, ctx: Context, k: Count = 5) -> RecalledOut:
         """Recall what Nova remembers about the user for a question or topic: memories
         (their statements, durable facts, dated events), each with why it was recalled and
         since when it holds, and things the user or Nova said before. Use it before answering
@@ -96,14 +117,14 @@ def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
     async def remember(
         text: Annotated[str, Field(description="The user's statement, in their words.")],
         ctx: Context,
-    ) -> calls.RememberResult:
+    ) -> RememberedOut:
         """Keep something the user asked to be remembered, as their own statement (one fact
         per call, e.g. "My sister Lena lives in Graz."). Nova turns it into facts, dated
         events and her picture of the user, as with what they tell her in a conversation."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_remember(seat, text))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
-    async def forget(memory_id: MemoryId, ctx: Context) -> calls.ForgetResult:
+    async def forget(memory_id: MemoryId, ctx: Context) -> ForgottenOut:
         """Forget one memory for good, when the user asks: with the facts derived from it,
         the profile statements built on it and the words of the conversation it came from.
         Only the one memory named; there is no way to forget everything at once."""
@@ -116,14 +137,14 @@ def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
             str, Field(min_length=1, max_length=2000, description="What the memory says now.")
         ],
         ctx: Context,
-    ) -> calls.Changed:
+    ) -> ChangedOut:
         """Correct a memory the user says is wrong ("no, Munich, not Berlin"): a new version
         with the text given replaces it; the old one is kept in its history, never recalled
         as current again. Only a current memory can be corrected."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_correct(seat, memory_id, text))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
-    async def retract(memory_id: MemoryId, ctx: Context) -> calls.Changed:
+    async def retract(memory_id: MemoryId, ctx: Context) -> ChangedOut:
         """End a memory that no longer holds, with nothing in its place ("I don't have the
         dog any more"): kept in its history, never recalled as current again."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_retract(seat, memory_id))
@@ -133,13 +154,13 @@ def _add_memory_tools(server: MCPServer, seat_of: SeatOf) -> None:
         ctx: Context,
         start: Annotated[date | None, Field(description="First day (default yesterday).")] = None,
         end: Annotated[date | None, Field(description="Last day (default 14 days on).")] = None,
-    ) -> calls.TimelineResult:
+    ) -> TimelineOut:
         """The user's dated events (birthdays, appointments, trips) between two days,
         ISO dates like 2026-12-24, in date order."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_timeline(seat, start, end))
 
     @server.tool(annotations=READ_ONLY)
-    async def profile(ctx: Context) -> calls.ProfileResult:
+    async def profile(ctx: Context) -> ProfileOut:
         """Nova's current picture of the user: the stable core and what holds for now, each
         statement with the ids of the memories it rests on."""
         return await _answer(seat_of, ctx, lambda seat: calls.do_profile(seat))
@@ -153,7 +174,7 @@ def _add_talk(server: MCPServer, seat_of: SeatOf) -> None:
         conversation_id: Annotated[
             int | None, Field(description="Continue this conversation (from an earlier talk).")
         ] = None,
-    ) -> calls.TalkResult:
+    ) -> TalkedOut:
         """Say something to Nova and get her reply: one full turn, as in her own chat (she
         recalls, thinks, and her judges check the answer), remembered like any conversation.
         Pass the conversation_id of an earlier talk to continue it."""
