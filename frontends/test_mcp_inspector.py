@@ -62,7 +62,7 @@ def test_the_inspector_as_a_front_ends_end_user_finds_only_theirs(nova: Nova) ->
     assert structured(call(second, "recall", "query=bees"))["items"] == []
 
 
-def test_the_inspector_over_stdio_spawns_novaberg_mcp(
+def test_the_inspector_over_stdio_spawns_novaberg_mcp_and_reads_its_resources(
     ollama_server: OllamaTestServer, tmp_path: Path
 ) -> None:
     env = novaberg_env(ollama_server.url, tmp_path / "home")
@@ -71,3 +71,9 @@ def test_the_inspector_over_stdio_spawns_novaberg_mcp(
     flags = [arg for pair in settings for arg in ("-e", pair)]
     listed = inspect(*flags, "--method", "tools/list", "--", *spawn)
     assert {t["name"] for t in listed["tools"]} == TOOLS
+    resources = inspect(*flags, "--method", "resources/list", "--", *spawn)
+    assert {r["uri"] for r in resources["resources"]} >= {"nova://profile", "nova://timeline"}
+    read = inspect(*flags, "--method", "resources/read", "--uri", "nova://timeline", "--", *spawn)
+    [content] = read["contents"]
+    assert content["mimeType"] == "application/json"
+    assert set(json.loads(content["text"])) == {"start", "end", "items"}

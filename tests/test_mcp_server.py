@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextResourceContents
 
 from novaberg.storage.api_users import UserStore
 from novaberg.storage.db import LOOP_GUARD_ENV, Database
@@ -360,3 +361,37 @@ def test_novaberg_mcp_help_names_the_tools_and_the_http_door() -> None:
         shown.split()
     )
     assert "/mcp" in shown
+
+
+async def test_the_profile_and_the_timeline_are_resources_read_as_the_keys_user(
+    nova: Nova,
+) -> None:
+    """``nova://profile`` and ``nova://timeline`` are listed and read over ``/mcp`` as the
+    key's user: the same JSON as the tools' results; another user's events are not there."""
+    from novaberg.memory.store import MemoryStore
+
+    soon = (date.today() + timedelta(days=3)).isoformat()
+    db = nova.db()
+    try:
+        MemoryStore(db).add_event("ada", soon, "Ada's dentist appointment", "ev-ada-dentist")
+        MemoryStore(db).add_event("bob", soon, "Bob's choir concert", "ev-bob-choir")
+    finally:
+        db.close()
+    async with http_client(nova, "ada") as ada:
+        listed = {str(r.uri): r for r in (await ada.list_resources()).resources}
+        assert set(listed) >= {"nova://profile", "nova://timeline"}
+        assert all(listed[u].mime_type == "application/json" for u in listed)
+        timeline = await _read_json(ada, "nova://timeline")
+        assert timeline == result(await ada.call_tool("timeline", {}))
+        assert await _read_json(ada, "nova://profile") == {"core": None, "adaptive": None}
+    assert [i["text"] for i in timeline["items"]] == ["Ada's dentist appointment"]
+    async with http_client(nova, "bob") as bob:
+        theirs = await _read_json(bob, "nova://timeline")
+    assert [i["text"] for i in theirs["items"]] == ["Bob's choir concert"]
+
+
+async def _read_json(client: Client, uri: str) -> dict[str, Any]:
+    [content] = (await client.read_resource(uri)).contents
+    assert isinstance(content, TextResourceContents) and content.mime_type == "application/json"
+    found: dict[str, Any] = json.loads(content.text)
+    return found

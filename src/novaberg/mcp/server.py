@@ -3,7 +3,9 @@
 
 ``recall``, ``remember``, ``forget``, ``correct``, ``retract``, ``timeline``, ``profile``
 and ``talk`` (the contract in
-the design notes); no tool deletes everything. Which user a call runs as comes from the
+the design notes); no tool deletes everything. The profile and the timeline are also
+resources (``nova://profile``, ``nova://timeline``), the same JSON as those tools' results,
+for clients that let the user attach one to a conversation. Which user a call runs as comes from the
 door's :data:`SeatOf` (``novaberg mcp --user``, or the key of ``/mcp``). A user mistake, a
 refused turn or a missing memory is a tool error whose text says what to do; any other
 failure is logged by its kind alone (never a message: it may quote the user) and answered
@@ -13,13 +15,15 @@ with a fixed text.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import date
-from typing import Annotated
+from typing import Annotated, Any
 
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import CallToolResult, InputRequiredResult, Resource, TextContent, ToolAnnotations
 from pydantic import Field
 
 from novaberg import __version__
@@ -83,6 +87,71 @@ def _sent(result: calls.Result) -> CallToolResult:
     return CallToolResult(content=[text], structured_content=result.model_dump(mode="json"))
 
 
+@dataclass(frozen=True)
+class Readable:
+    """A resource: what the caller's seat reads, shown to clients as ``uri``."""
+
+    uri: str
+    name: str
+    title: str
+    description: str
+    read: Callable[[Seat], Awaitable[calls.Result]]
+
+
+RESOURCES = (
+    Readable(
+        "nova://profile",
+        "profile",
+        "Nova's picture of you",
+        "The stable core and what holds for now, each statement with the ids of the "
+        "memories it rests on (as the profile tool gives it).",
+        calls.do_profile,
+    ),
+    Readable(
+        "nova://timeline",
+        "timeline",
+        "Your coming days",
+        "Your dated events from yesterday to 14 days on, in date order (as the timeline "
+        "tool gives it without dates).",
+        lambda seat: calls.do_timeline(seat, None, None),
+    ),
+)
+JSON = "application/json"
+
+
+class NovaServer(MCPServer):
+    """The SDK's server, with :data:`RESOURCES` read as the caller: the SDK hands a fixed
+    resource no context, and the user of a read is the request's (its key, or ``--user``)."""
+
+    def __init__(self, seat_of: SeatOf, **options: Any) -> None:
+        super().__init__(**options)
+        self.seat_of = seat_of
+        self.readable = {r.uri: r for r in RESOURCES}
+
+    async def list_resources(self) -> list[Resource]:
+        ours = [
+            Resource(uri=r.uri, name=r.name, title=r.title, description=r.description,
+                     mime_type=JSON)
+            for r in RESOURCES
+        ]  # fmt: skip
+        return ours + await super().list_resources()
+
+    async def read_resource(
+        self, uri: Any, context: Context | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        readable = self.readable.get(str(uri))
+        if readable is None or context is None:
+            return await super().read_resource(uri, context)
+        try:
+            result = await readable.read(await self.seat_of(context))
+        except NovabergError as exc:
+            raise ResourceError(str(exc)) from None
+        except Exception as exc:
+            log.error("an MCP resource failed (%s)", error_kind(exc))  # no message: see _answer
+            raise ResourceError("The resource failed; Nova's log names the error.") from None
+        return [ReadResourceContents(content=result.model_dump_json(), mime_type=JSON)]
+
+
 def build_server(seat_of: SeatOf) -> MCPServer:
     """Nova's MCP server; ``seat_of`` decides who each call is for."""
     # MCPServer() calls logging.basicConfig (a rich handler on the root logger, INFO) when the
@@ -91,8 +160,8 @@ def build_server(seat_of: SeatOf) -> MCPServer:
     guard = logging.NullHandler()
     root.addHandler(guard)
     try:
-        server: MCPServer = MCPServer(
-            "novaberg", title="Nova", instructions=INSTRUCTIONS, version=__version__
+        server: MCPServer = NovaServer(
+            seat_of, name="novaberg", title="Nova", instructions=INSTRUCTIONS, version=__version__
         )
     finally:
         root.removeHandler(guard)
