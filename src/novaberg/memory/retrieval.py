@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from novaberg.errors import EmbedderError, NovabergError, VectorDimensionError
+from novaberg.memory.dates import Named, named_dates, on_named
 from novaberg.memory.embedding import (
     Choice,
     Vectors,
@@ -139,6 +140,9 @@ class Retrieved:
     """The item's rank among the full-text matches (1 = best), if words found it."""
     meaning: float | None = None
     """The cosine similarity of the message's and the item's vectors, if meaning found it."""
+    dated: int | None = None
+    """The item's rank among the found items told on a day the message names (1 = best), if
+    it names one (:func:`dated_ranks`)."""
 
 
 @dataclass(frozen=True)
@@ -232,12 +236,17 @@ class Retriever:
         for c in self.store.recent(user, self.recent_candidates):
             candidates.setdefault(c.id, c)
         k = self.fusion_k
+        found = {
+            c.id: sum((k + 1) / (k + r[c.id]) for r in (words_rank, meaning_rank) if c.id in r)
+            for c in candidates.values()
+        }
+        dated_rank = dated_ranks(list(candidates.values()), found, named_dates(message))
         scored = []
         w = self.weights
         for c in candidates.values():
-            relevance = sum(
-                (k + 1) / (k + ranks[c.id]) for ranks in (words_rank, meaning_rank) if c.id in ranks
-            )
+            relevance = found[c.id]
+            if c.id in dated_rank:
+                relevance += (k + 1) / (k + dated_rank[c.id])
             recency = self._recency(c, at)
             if relevance == 0.0 and recency * c.importance < 0.6:
                 continue  # neither about this message nor fresh and important
@@ -255,7 +264,7 @@ class Retriever:
             if same_text(item.text) in said:
                 continue
             said.add(same_text(item.text))
-            found = Found(words_rank.get(c.id), similar.get(c.id), terms)
+            why = Found(words_rank.get(c.id), similar.get(c.id), terms, dated_rank.get(c.id))
             out.append(
                 Retrieved(
                     item,
@@ -264,9 +273,10 @@ class Retriever:
                     c.importance,
                     relevance,
                     estimate_tokens(c.chars),
-                    _reason(item, found, recency, at),
-                    found.words,
-                    found.meaning,
+                    _reason(item, why, recency, at),
+                    why.words,
+                    why.meaning,
+                    why.dated,
                 )
             )
         return out
@@ -335,6 +345,24 @@ class Found:
     words: int | None
     meaning: float | None
     terms: list[str]
+    dated: int | None = None
+
+
+def dated_ranks(
+    candidates: Sequence[Candidate], found: dict[int, float], named: Sequence[Named]
+) -> dict[int, int]:
+    """The third signal, when the message names a day or a month ("on 7 July, 2023", "in
+    August"): the candidates words or meaning found (``found``: their fused relevance, 0 for
+    none) that were told then (:meth:`~novaberg.memory.dates.Named.holds`), ranked as those
+    two signals rank them, by item id (1 = best). Empty when the message names no date. It
+    only reorders what the other signals found: a day named alone finds nothing."""
+    if not named:
+        return {}
+    told_then = [
+        c for c in candidates if found.get(c.id, 0.0) > 0 and on_named(c.valid_from, named)
+    ]
+    told_then.sort(key=lambda c: (-found[c.id], -c.id))
+    return {c.id: n for n, c in enumerate(told_then, 1)}
 
 
 def _reason(item: MemoryItem, found: Found, recency: float, at: datetime) -> str:
@@ -346,6 +374,8 @@ def _reason(item: MemoryItem, found: Found, recency: float, at: datetime) -> str
         parts.append(f"words: {shown} (rank {found.words})")
     if found.meaning is not None:
         parts.append(f"meaning: {found.meaning:.2f} similar")
+    if found.dated is not None:
+        parts.append(f"date: told on {said_on(item.valid_from)}, as asked (rank {found.dated})")
     if not parts:
         parts.append("recent and important")
     age = (at - datetime.fromisoformat(item.valid_from)).total_seconds() / 86400
