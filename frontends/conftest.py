@@ -66,10 +66,18 @@ def proxy(nova: Nova) -> Iterator[RecordingProxy]:
 
 @pytest.fixture(scope="session")
 def openwebui(
-    nova: Nova, proxy: RecordingProxy, tmp_path_factory: pytest.TempPathFactory
+    nova: Nova,
+    proxy: RecordingProxy,
+    ollama_server: OllamaTestServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OpenWebUI]:
+    """Nova as its OpenAI connection, through the proxy; the scripted server's models as its
+    Ollama connection (another model, whose chats may use Nova's MCP server as a tool)."""
     data = tmp_path_factory.mktemp("open-webui") / "data"
-    with running_openwebui(data, f"{proxy.url}/v1", nova.keys[FRONTEND_USER], JWT_SECRET) as webui:
+    key = nova.keys[FRONTEND_USER]
+    with running_openwebui(
+        data, f"{proxy.url}/v1", key, JWT_SECRET, ollama_url=ollama_server.url
+    ) as webui:
         yield webui
 
 

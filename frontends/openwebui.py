@@ -86,16 +86,20 @@ class OpenWebUI:
         return Account(name, email, password, response.json()["id"])
 
 
-def openwebui_env(data_dir: Path, openai_url: str, key: str, jwt_secret: str) -> dict[str, str]:
+def openwebui_env(
+    data_dir: Path, openai_url: str, key: str, jwt_secret: str, ollama_url: str | None = None
+) -> dict[str, str]:
     """Open WebUI's environment in front of Nova: offline, one OpenAI connection, the user
-    forwarded as a signed JWT, every user allowed the models, default task settings."""
+    forwarded as a signed JWT, every user allowed the models, default task settings;
+    ``ollama_url``: also an Ollama connection, to other models (Nova's MCP server is a tool
+    server of their chats)."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env |= {
         "DATA_DIR": str(data_dir),
         "OFFLINE_MODE": "true",
         "HF_HUB_OFFLINE": "1",
-        "ENABLE_OLLAMA_API": "false",
+        "ENABLE_OLLAMA_API": "false" if ollama_url is None else "true",
         "ENABLE_OPENAI_API": "true",
         "OPENAI_API_BASE_URL": openai_url,
         "OPENAI_API_KEY": key,
@@ -110,6 +114,8 @@ def openwebui_env(data_dir: Path, openai_url: str, key: str, jwt_secret: str) ->
         "DO_NOT_TRACK": "true",
         "SCARF_NO_ANALYTICS": "true",
     }
+    if ollama_url is not None:
+        env["OLLAMA_BASE_URL"] = ollama_url
     return env
 
 
@@ -121,7 +127,7 @@ def _free_port() -> int:
 
 @contextmanager
 def running_openwebui(
-    data_dir: Path, openai_url: str, key: str, jwt_secret: str
+    data_dir: Path, openai_url: str, key: str, jwt_secret: str, ollama_url: str | None = None
 ) -> Iterator[OpenWebUI]:
     """``open-webui serve`` on a free loopback port over a fresh ``data_dir``, with its admin
     signed up (the first account, over ``POST /api/v1/auths/signup``); stopped with SIGTERM."""
@@ -134,7 +140,7 @@ def running_openwebui(
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [str(exe), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=openwebui_env(data_dir, openai_url, key, jwt_secret),
+            env=openwebui_env(data_dir, openai_url, key, jwt_secret, ollama_url),
             cwd=data_dir,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -259,6 +259,35 @@ def test_a_frontend_key_lists_models_without_an_end_user(nova: Nova) -> None:
     assert response.status_code == 200 and response.json()["data"][0]["id"] == "nova"
 
 
+def test_a_frontend_key_lists_mcp_tools_without_an_end_user_and_calls_none(nova: Nova) -> None:
+    """Open WebUI's *Verify connection* of a tool server sends the key alone: the handshake
+    and the tool list read no user's data; a call of a tool is refused as on ``/v1``."""
+    sent = nova.auth("owui") | {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    listed = httpx.post(
+        f"{nova.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=sent
+    )
+    assert listed.status_code == 200, listed.text
+    assert "recall" in {t["name"] for t in listed.json()["result"]["tools"]}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    for params in (
+        {"name": "recall", "arguments": {"query": "oboe"}},
+        {"name": "profile", "arguments": {}},
+    ):
+        refused = httpx.post(f"{nova.url}/mcp", json=call | {"params": params}, headers=sent)
+        assert refused.status_code == 401
+        assert refused.json()["detail"].startswith("A front-end key must name its end user")
+    read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read"}
+    refused = httpx.post(
+        f"{nova.url}/mcp", json=read | {"params": {"uri": "nova://profile"}}, headers=sent
+    )
+    assert refused.status_code == 401
+    smuggled = [{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, call | {"params": params}]
+    assert httpx.post(f"{nova.url}/mcp", json=smuggled, headers=sent).status_code == 401
+
+
 def test_a_normal_key_ignores_end_user_headers(nova: Nova, server: OllamaTestServer) -> None:
     headers = {**nova.auth("ada"), JWT: "not.a.token", END_USER: "someone"}
     response = httpx.get(f"{nova.url}/api/conversations", headers=headers)

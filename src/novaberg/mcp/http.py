@@ -6,23 +6,28 @@ and the stream cost every call about 1.5 ms of the server's CPU.
 
 Every request is authenticated before the SDK sees it, by the same dependency as ``/v1`` and
 ``/api`` (:func:`~novaberg.server.auth.require_user`): no key or a wrong one is a 401, a
-front-end key names its end user, the rate limit applies. The user's name travels in the
-ASGI scope to the tools (:func:`seat`), never in an argument. The app's middleware runs
-first: the host allow-list (DNS rebinding), the body limit, CORS. The SDK's own Host check
-is off (the allow-list is the one rule for every route).
+front-end key names its end user, the rate limit applies. A front-end key may leave its end
+user out of a request of only :data:`DATA_FREE` methods (the handshake, the lists of tools
+and resources), as of ``GET /v1/models``: Open WebUI's *Verify connection* sends no user.
+The user's name travels in the ASGI scope to the tools (:func:`seat`), never in an
+argument. The app's middleware runs first: the host allow-list (DNS rebinding), the body
+limit, CORS. The SDK's own Host check is off (the allow-list is the one rule for every
+route).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
@@ -30,12 +35,64 @@ from novaberg.engine.service import TurnService
 from novaberg.errors import NovabergError
 from novaberg.mcp.calls import Seat
 from novaberg.mcp.server import build_server, client_name
-from novaberg.server.auth import require_user
+from novaberg.server.auth import user_of
 from novaberg.server.errors import ApiProblem, error_response
 
 PATH = "/mcp"
 USER_KEY = "novaberg.user"
 """Where the authenticated user's name waits in the request's ASGI scope."""
+DATA_FREE = frozenset(
+    {
+        "server/discover",
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+    }
+)
+"""JSON-RPC methods that read no user's data."""
+
+
+def _data_free(body: bytes) -> bool:
+    """Whether every message of a POST body is a :data:`DATA_FREE` method."""
+    try:
+        sent: Any = json.loads(body)
+    except ValueError:
+        return False
+    messages = sent if isinstance(sent, list) else [sent]
+    return bool(messages) and all(
+        isinstance(m, dict) and m.get("method") in DATA_FREE for m in messages
+    )
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole request body (the app's body limit has bounded it already)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` once, then what the connection says (a disconnect)."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 async def seat(ctx: Context) -> Seat:
@@ -67,8 +124,10 @@ class McpRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        body = await _body(receive) if scope["method"] == "POST" else b""
+        receive = _replay(body, receive) if scope["method"] == "POST" else receive
         try:
-            user = await require_user(Request(scope, receive))
+            user = await user_of(Request(scope, receive), shared=_data_free(body))
         except ApiProblem as problem:
             response = error_response(
                 PATH, problem.status_code, str(problem.detail), problem.code, problem.headers

@@ -56,6 +56,12 @@ def bearer_key(request: Request) -> str | None:
 async def require_user(request: Request) -> str:
     """The name of the user the request runs as (a FastAPI dependency): the user of its
     active key, or ``NAME/ID`` for the end user a front-end key names."""
+    return await user_of(request)
+
+
+async def user_of(request: Request, *, shared: bool = False) -> str:
+    """:func:`require_user`; ``shared``: the request reads no user's data (as the routes of
+    :data:`SHARED_ROUTES`), so a front-end key need not name its end user."""
     key = bearer_key(request)
     if key is None:
         raise ApiProblem(
@@ -80,7 +86,7 @@ async def require_user(request: Request) -> str:
         end = end_user(
             request.headers,
             None if secret is None else secret.get_secret_value(),
-            required=request.url.path not in SHARED_ROUTES,
+            required=not shared and request.url.path not in SHARED_ROUTES,
         )
         name = end_user_name(user.name, end)
     limiter: RateLimiter | None = getattr(request.app.state, "limiter", None)
