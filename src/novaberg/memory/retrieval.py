@@ -13,6 +13,10 @@ already covered by a fact are never candidates. A message without content words 
 a thank-you: only stop words and words under three letters) is searched by neither signal:
 the nearest vectors to "Hallo" are still the nearest, and unrelated.
 
+A message naming a day or a month ("on 7 July, 2023", "in August") has a third signal,
+**date** (:func:`dated_ranks`): the candidates words or meaning found that were told then,
+ranked as those two rank them. It reorders, never finds: the date alone makes no candidate.
+
 The signals are fused by reciprocal rank: an item's **relevance** is the sum, over the signals
 that found it, of ``(k + 1) / (k + rank)`` (``k`` = :attr:`Retriever.fusion_k`, 1): 1 for the
 first of a signal, 0.5 for the third, so an item both signals put first scores 2. Ranks, not
