@@ -95,3 +95,40 @@ def test_an_item_is_never_found_by_the_named_date_alone(db: Database) -> None:
     found = _found(db, "ada", "Which risotto did I cook on 7 July, 2023?")
     assert [i for i, _ in found] == [risotto]
     assert "date:" not in found[0][1]
+
+
+def _say(db: Database, user: str, told: list[tuple[str, datetime]]) -> None:
+    """Each text as the user's message of a finished turn of its own conversation."""
+    with db.transaction() as c:
+        for text, at in told:
+            stamp = at.isoformat(timespec="milliseconds")
+            chat = c.execute(
+                "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+                (user, stamp),
+            ).rows[0]["id"]
+            turn = c.execute(
+                "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
+                "finished_at) VALUES (?, 'user', ?, 'done', ?, ?) RETURNING id",
+                (chat, text, stamp, stamp),
+            ).rows[0]["id"]
+            c.execute(
+                "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
+                "VALUES (?, ?, 'user', ?, ?)",
+                (chat, turn, text, stamp),
+            )
+
+
+def test_a_message_said_on_the_day_the_question_names_comes_first(db: Database) -> None:
+    july = "I cooked a risotto with mushrooms and a little thyme from the balcony garden"
+    august = "I cooked a risotto"
+    _say(
+        db,
+        "ada",
+        [(july, datetime(2023, 7, 7, 19, tzinfo=UTC)), (august, datetime(2023, 8, 20, tzinfo=UTC))],
+    )
+    retriever = Retriever(MemoryStore(db))
+    undated = retriever.heard("ada", "Which risotto did I cook?", 2)
+    assert [h.message.text for h in undated] == [august, july]  # the shorter match ranks first
+    [first] = retriever.heard("ada", "Which risotto did I cook on 7 July, 2023?", 1)
+    assert first.message.text == july
+    assert "said on 7 July 2023" in first.reason

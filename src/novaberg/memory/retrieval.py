@@ -295,11 +295,12 @@ class Retriever:
         items: Sequence[Retrieved] = (),
     ) -> list[Heard]:
         """Blocking: the user's stored messages best matching ``message``'s words, at most
-        ``limit``. Left out, as the items stand for them: the message one of ``items`` was
-        made from; Nova's reply to it when the item was found by words or meaning (her reply
-        usually repeats it; an item given for being recent and important alone does not
-        answer for what she said); a message saying word for word what an item says; and
-        ``skip`` (message ids)."""
+        ``limit``; when it names a day or a month, those said then come forward
+        (:func:`dated_order`, among the :data:`DATED_POOL` best matches). Left out, as the
+        items stand for them: the message one of ``items`` was made from; Nova's reply to it
+        when the item was found by words or meaning (her reply usually repeats it; an item
+        given for being recent and important alone does not answer for what she said); a
+        message saying word for word what an item says; and ``skip`` (message ids)."""
         if limit <= 0:
             return []
         terms = query_terms(message)
@@ -309,8 +310,12 @@ class Retriever:
         }
         texts = {same_text(r.item.text) for r in items}
         out: list[Heard] = []
-        found = self.store.said(user, terms, limit + len(made_from) + len(answered), skip=skip)
-        for rank, said in enumerate(found, 1):
+        wanted = limit + len(made_from) + len(answered)
+        named = named_dates(message)
+        found = self.store.said(
+            user, terms, max(wanted, DATED_POOL) if named else wanted, skip=skip
+        )
+        for rank, said in dated_order(found, named, self.fusion_k):
             if (
                 said.message_id in made_from
                 or (said.role == "assistant" and said.turn_id in answered)
@@ -367,6 +372,27 @@ def dated_ranks(
     ]
     told_then.sort(key=lambda c: (-found[c.id], -c.id))
     return {c.id: n for n, c in enumerate(told_then, 1)}
+
+
+DATED_POOL = 50
+"""The best-ranked message matches a search that names a date looks through for those said
+then (:func:`dated_order`)."""
+
+
+def dated_order(
+    found: Sequence[SaidBefore], named: Sequence[Named], k: float = 1.0
+) -> list[tuple[int, SaidBefore]]:
+    """The message matches (best first) with their ranks, reordered as :func:`dated_ranks`
+    reorders the items: those said on a day or in a month ``named`` gain ``(k + 1) / (k +
+    n)``, the n-th of them in their words' order, beside their words' ``(k + 1) / (k +
+    rank)``. Unchanged when nothing is named."""
+    ranked = list(enumerate(found, 1))
+    if not named:
+        return ranked
+    then = [rank for rank, said in ranked if on_named(said.at, named)]
+    bonus = {rank: (k + 1) / (k + n) for n, rank in enumerate(then, 1)}
+    ranked.sort(key=lambda r: (-((k + 1) / (k + r[0]) + bonus.get(r[0], 0.0)), r[0]))
+    return ranked
 
 
 def _reason(item: MemoryItem, found: Found, recency: float, at: datetime) -> str:
