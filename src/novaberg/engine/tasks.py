@@ -13,7 +13,10 @@ The shapes recognised (:func:`recognise`), in this order:
   a front-end whose task model can be set uses it for all of its tasks);
 - ``no_user_message``: the request has no user message (a greeting asked for, a quiet prompt);
 - Open WebUI's tasks: the last user message begins ``### Task:`` — ``title``, ``tags``,
-  ``follow_ups``, ``queries``, ``autocomplete``, ``emoji``, else ``task``;
+  ``follow_ups``, ``queries``, ``autocomplete``, ``emoji``, else ``task`` (its RAG template
+  around a message with sources is no task: :mod:`novaberg.engine.attached` unwraps it
+  first); and ``tools``, the choice of tools of its *legacy* function calling: a system
+  message ``Available Tools: …`` and a last user message ``Query: …`` (or ``History: …``);
 - ``connection_test``: SillyTavern's API panel *Test Message* — one user message "Hi" and
   nothing else, not streamed, with the sampling fields SillyTavern always sends
   (``logit_bias``); a chat of SillyTavern's always begins with its card's system messages;
@@ -44,6 +47,8 @@ from novaberg.telemetry import CallRecord
 TASKS_MODEL_ID = "nova-tasks"
 CALLER = "frontend_task"
 OPENWEBUI_TASK = "### Task:"
+OPENWEBUI_TOOLS = "Available Tools:"
+OPENWEBUI_TOOLS_ASKED = ("Query:", "History:")
 _OPENWEBUI_KINDS = (  # words of the task's first lines, and the kind they name
     ("title", "title"),
     ("tags", "tags"),
@@ -109,6 +114,11 @@ def recognise(
         return FrontendTask("no_user_message", said)
     if said[last_user][1].lstrip().startswith(OPENWEBUI_TASK):
         return FrontendTask(_openwebui_kind(said[last_user][1].lstrip()), said)
+    if said[last_user][1].lstrip().startswith(OPENWEBUI_TOOLS_ASKED) and any(
+        role == "system" and text.lstrip().startswith(OPENWEBUI_TOOLS)
+        for role, text in said[:last_user]
+    ):
+        return FrontendTask("tools", said)
     after = said[last_user + 1 :]
     if any(role == "assistant" for role, _ in after):
         return FrontendTask(_generation_kind(after), said)

@@ -30,8 +30,13 @@ class Shown:
     and, when ``server.frontend_system_prompt`` is ``situation``, its system prompt, handed
     to the responder as part of the situation (never as instructions, never to a judge)."""
 
-    history: tuple[Message, ...]
+    history: tuple[Message, ...] | None
+    """``None``: Nova's stored history (the front-end resent none)."""
     system: str | None = None
+    attached: str = ""
+    """The sources the front-end attached to the message (Open WebUI's RAG context: a file,
+    a web search, a tool's result), handed to the responder as such: data, never the
+    user's words, never a judge's."""
 
 
 @dataclass(kw_only=True)

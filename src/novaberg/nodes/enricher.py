@@ -83,7 +83,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     turns = ctx.settings.history_turns
 
     def load() -> tuple[list[Message], list[MemoryItem], dict[str, str]]:
-        if shown is not None:
+        if shown is not None and shown.history is not None:
             history = list(shown.history[-turns * 2 :]) if turns > 0 else []
         else:
             history = ctx.db.history(state["conversation_id"], turns)

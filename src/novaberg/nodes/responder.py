@@ -49,6 +49,8 @@ def _background(p: Prompts, situation: Situation) -> list[str]:
         parts.append(intro + "\n" + "\n".join(items))
     if situation.frontend:
         parts.append(p.frontend_intro + "\n" + neutralise(situation.frontend))
+    if situation.attached:
+        parts.append(p.attached_intro + "\n" + neutralise(situation.attached))
     return parts
 
 
@@ -102,8 +104,10 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
 
     budget = Budget.of(ctx, "responder")
     everything = Situation.from_state(state)
-    if ctx.shown is not None and ctx.shown.system:
-        everything = replace(everything, frontend=ctx.shown.system)
+    if ctx.shown is not None:
+        everything = replace(
+            everything, frontend=ctx.shown.system or "", attached=ctx.shown.attached
+        )
     bare = fit_situation(everything, 0)[0]
     fixed = messages_tokens(assemble(bare, [], message))
     if fixed > budget.prompt:  # last resort: the message alone does not fit the window
@@ -135,6 +139,7 @@ def instruction_texts(prompts: Prompts) -> list[str]:
         prompts.profile_intro,
         prompts.timeline_intro.format(today=today),
         prompts.frontend_intro,
+        prompts.attached_intro,
         SECOND_PASS.get(prompts.language, SECOND_PASS["en"]),
         PROACTIVE_RULE.get(prompts.language, PROACTIVE_RULE["en"]),
     ]

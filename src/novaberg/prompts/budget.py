@@ -318,6 +318,7 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
         "adaptive": situation.profile_adaptive,
         "answer": situation.background_answer,
         "frontend": situation.frontend,
+        "attached": situation.attached,
     }
     sizes = [
         _LABEL_TOKENS + sum(map(_item_cost, memories)) if memories else 0,
@@ -350,6 +351,7 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
                 "core": "profile (stable)",
                 "adaptive": "profile (current)",
                 "frontend": "the front-end's system prompt",
+                "attached": "what the front-end attached",
             }.get(name, "Nova's answer (background)")
             cuts.append(
                 f"{label} cut to {estimate_tokens(short)} of {estimate_tokens(text)} tokens"
@@ -367,6 +369,7 @@ def fit_situation(situation: Situation, budget: int) -> tuple[Situation, list[st
             profile_adaptive=fitted["adaptive"],
             background_answer=fitted["answer"],
             frontend=fitted["frontend"],
+            attached=fitted["attached"],
         ),
         cuts,
     )
@@ -396,6 +399,7 @@ def _bare(situation: Situation) -> Situation:
         profile_adaptive="",
         background_answer="",
         frontend="",
+        attached="",
     )
 
 

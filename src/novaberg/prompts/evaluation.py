@@ -37,6 +37,9 @@ class Situation:
     """A front-end's own system prompt (a character card, a persona), handed on as setting
     when ``server.frontend_system_prompt`` is ``situation``: the responder's only; no judge
     is given it (:meth:`from_state` leaves it empty)."""
+    attached: str = ""
+    """What a front-end attached to the message (its sources: a file, a search, a tool's
+    result): the responder's only, as :attr:`frontend`."""
 
     @classmethod
     def from_state(cls, state: Any, *, with_answer: bool = False) -> Situation:

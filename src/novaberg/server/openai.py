@@ -42,6 +42,7 @@ from novaberg.config import Settings
 from novaberg.context import CallContext
 from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
+from novaberg.engine.attached import split_sources
 from novaberg.engine.conversations import Said, said_before, shown_history
 from novaberg.engine.service import (
     AdmittedTurn,
@@ -121,12 +122,24 @@ def without_attachment_list(text: str) -> str:
     return "".join(kept).strip() if position else text
 
 
-def text_of(message: ChatMessage) -> str:
+def _raw_text(message: ChatMessage) -> str:
     if isinstance(message.content, list):
-        text = "\n".join(p.text or "" for p in message.content if p.type == "text")
-    else:
-        text = message.content or ""
-    return without_attachment_list(text)
+        return "\n".join(p.text or "" for p in message.content if p.type == "text")
+    return message.content or ""
+
+
+def text_of(message: ChatMessage) -> str:
+    """A message's words as its author wrote them: without Open WebUI's list of attached
+    files, and without its RAG template and sources around them (:func:`attached_to`)."""
+    return without_attachment_list(split_sources(_raw_text(message))[0])
+
+
+def attached_to(messages: list[ChatMessage]) -> str:
+    """The sources a front-end attached to the last user message (in it, or in a system
+    message of their own: :mod:`novaberg.engine.attached`), ``""`` when none."""
+    last = _last_user_index(messages)
+    sent = [m for i, m in enumerate(messages) if i == last or m.role in ("system", "developer")]
+    return "\n\n".join(s for s in (split_sources(_raw_text(m))[1] for m in sent) if s)
 
 
 def refuse_what_nova_cannot_read(message: ChatMessage, text: str) -> None:
@@ -313,6 +326,7 @@ async def chat_completions(
     except UsageError as exc:
         raise ApiProblem(400, str(exc), code="invalid_message") from exc
     history = resent_history(body.messages)
+    attached = attached_to(body.messages)
     choice = await choose_conversation(request, engine.db, user, history, message)
     unread = unread_parts(last)
     aside = await _aside(engine, choice.conversation, unread)
@@ -321,10 +335,11 @@ async def chat_completions(
         message,
         choice.conversation,
         regenerate=choice.regenerate,
-        shown=_shown(request, body, history, engine.settings),
+        shown=_shown(request, body, history, engine.settings, attached),
         notices=(
             *choice.notices(len(history)),
             *_notices(body, unread, engine.settings.server.frontend_system_prompt),
+            *_attached_notice(attached),
         ),
         aside=aside,
     )
@@ -378,18 +393,29 @@ async def _stored(turn: AdmittedTurn) -> TurnResult | None:
 
 
 def _shown(
-    request: Request, body: ChatRequest, history: list[Said], settings: Settings
+    request: Request, body: ChatRequest, history: list[Said], settings: Settings, attached: str
 ) -> Shown | None:
     """What the front-end shows: its resent chat as the responder's history (``None``, Nova's
-    stored history, only for a request that names Nova's conversation and resends nothing),
-    and its system messages when they are handed on as situation."""
-    if not history and request.headers.get(CONVERSATION_HEADER) is not None:
-        return None
+    stored history, for a request that names Nova's conversation and resends nothing), its
+    system messages when they are handed on as situation, and the sources it attached."""
+    stored = not history and request.headers.get(CONVERSATION_HEADER) is not None
     system = None
     if settings.server.frontend_system_prompt == "situation":
         texts = [text_of(m) for m in body.messages if m.role in ("system", "developer")]
         system = "\n\n".join(t.strip() for t in texts if not is_blank(t)) or None
-    return Shown(shown_history(history, settings.max_message_chars), system)
+    if stored and system is None and not attached:
+        return None
+    shown = None if stored else shown_history(history, settings.max_message_chars)
+    return Shown(shown, system, attached)
+
+
+def _attached_notice(attached: str) -> list[str]:
+    if not attached:
+        return []
+    return [
+        f"the front-end attached sources to the message ({len(attached)} characters): "
+        "given to the responder as what the app attached, not as the user's words"
+    ]
 
 
 def _notices(body: ChatRequest, unread: list[str], system_prompt: str) -> list[str]:
