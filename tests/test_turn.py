@@ -9,7 +9,7 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
-from novaberg.engine.core import SWALLOWED
+from novaberg.engine.core import SWALLOWED, why_cancelled
 from novaberg.errors import BackendTimeout, ModelOutputError, StorageError, UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.sql import sqlite_module
@@ -357,6 +357,20 @@ async def test_memories_that_say_the_same_are_listed_once_in_a_prompt(
     await engine.run_turn("Tell me about my bees.")
     prompt = json.dumps(server.requests("/api/chat", caller="responder")[-1].body["messages"])
     assert prompt.lower().count("ada keeps bees.") == 1
+
+
+def test_an_abort_reason_a_library_rewrote_is_stored_as_lost_not_in_its_words() -> None:
+    """A cancel that lands while httpx connects to the backend comes back from anyio's cancel
+    scope in anyio's words (seen in the test below under load): the stored reason says the
+    cancel's own reason was lost, never anyio's text with its task and file names."""
+    anyio_words = (
+        "Cancelled via cancel scope 7fe3f2192020 by <Task pending name='anyio._core._sockets."
+        "connect_tcp.<locals>.try_connect' coro=<...> at /venv/lib/anyio/_backends/_asyncio.py>"
+    )
+    assert why_cancelled(asyncio.CancelledError(anyio_words)) == SWALLOWED
+    assert why_cancelled(asyncio.CancelledError("the client went away")) == "the client went away"
+    assert why_cancelled(asyncio.CancelledError()) == "interrupted by the user"
+    assert why_cancelled(KeyboardInterrupt()) == "interrupted by the user"
 
 
 async def test_a_turn_cancelled_at_any_point_is_never_left_running(

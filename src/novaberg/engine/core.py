@@ -371,7 +371,7 @@ class Engine:
             turn_id = await asyncio.shield(starting)
         except asyncio.CancelledError as exc:  # the row is written all the same: mark it
             turn_id = await starting
-            why = str(exc.args[0]) if exc.args else "interrupted by the user"
+            why = why_cancelled(exc)
             await self.db.run(self.db.end_turn_unfinished, turn_id, "aborted", why, [])
             raise
         if on_start is not None:
@@ -428,7 +428,7 @@ class Engine:
             _raise_if_cancelled()
         except (asyncio.CancelledError, KeyboardInterrupt) as exc:
             # a cancel may say why (TurnService: the client left before the answer)
-            why = str(exc.args[0]) if exc.args else "interrupted by the user"
+            why = why_cancelled(exc)
             await self.db.run(self.db.end_turn_unfinished, turn_id, "aborted", why, ctx.trace.calls)
             log.info("turn %d aborted; nothing but its call records was stored", turn_id)
             self._ended("aborted", origin, began, ctx)
@@ -525,7 +525,18 @@ class Engine:
 
 
 SWALLOWED = "cancelled while the turn ran"
-"""Why a turn is aborted whose cancel a part of the pipeline caught and dropped."""
+"""Why a turn is aborted whose cancel a part of the pipeline caught and dropped, or whose
+reason a library re-raised in its own words."""
+ANYIO_CANCEL = "Cancelled via cancel scope"
+"""How anyio words a cancel it re-raises from one of its cancel scopes (httpx connecting to a
+backend runs in one): the canceller's reason is lost, its own text names tasks and files."""
+
+
+def why_cancelled(exc: BaseException) -> str:
+    """Why a cancel or an interrupt aborted a turn, as stored with it: the reason its
+    canceller gave, :data:`SWALLOWED` when a library replaced it (never the library's text)."""
+    why = str(exc.args[0]) if exc.args else "interrupted by the user"
+    return SWALLOWED if why.startswith(ANYIO_CANCEL) else why
 
 
 def _raise_if_cancelled() -> None:
