@@ -259,6 +259,9 @@ def test_a_frontend_key_lists_models_without_an_end_user(nova: Nova) -> None:
     assert response.status_code == 200 and response.json()["data"][0]["id"] == "nova"
 
 
+JSON_BODY = {"Content-Type": "application/json"}
+
+
 def test_a_frontend_key_lists_mcp_tools_without_an_end_user_and_calls_none(nova: Nova) -> None:
     """Open WebUI's *Verify connection* of a tool server sends the key alone: the handshake
     and the tool list read no user's data; a call of a tool is refused as on ``/v1``."""
@@ -286,6 +289,12 @@ def test_a_frontend_key_lists_mcp_tools_without_an_end_user_and_calls_none(nova:
     assert refused.status_code == 401
     smuggled = [{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, call | {"params": params}]
     assert httpx.post(f"{nova.url}/mcp", json=smuggled, headers=sent).status_code == 401
+    deep = b"[" * 15_000 + b"]" * 15_000  # nested past Python's recursion limit: no 500
+    refused = httpx.post(f"{nova.url}/mcp", content=deep, headers=sent | JSON_BODY)
+    assert refused.status_code == 401
+    mcp_headers = {k: v for k, v in sent.items() if k != "Authorization"} | JSON_BODY
+    answered = httpx.post(f"{nova.url}/mcp", content=deep, headers=nova.auth("ada") | mcp_headers)
+    assert answered.status_code < 500, answered.text  # the SDK's own answer to bad JSON
 
 
 def test_a_normal_key_ignores_end_user_headers(nova: Nova, server: OllamaTestServer) -> None:

@@ -54,13 +54,18 @@ DATA_FREE = frozenset(
     }
 )
 """JSON-RPC methods that read no user's data."""
+DATA_FREE_BYTES = 16_384
+"""A body longer than this is no request of :data:`DATA_FREE` methods (they carry no data):
+it is not parsed here."""
 
 
 def _data_free(body: bytes) -> bool:
     """Whether every message of a POST body is a :data:`DATA_FREE` method."""
+    if len(body) > DATA_FREE_BYTES:
+        return False
     try:
         sent: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: the SDK answers it
         return False
     messages = sent if isinstance(sent, list) else [sent]
     return bool(messages) and all(
