@@ -420,6 +420,8 @@ def test_open_webuis_choice_of_tools_is_a_task_and_its_sources_around_a_message_
     wrapped = f"{SOURCES_HEAD}{SOURCE}\n</context>\n\nWhat colour was the queen marked?"
     assert split_sources(wrapped) == ("What colour was the queen marked?", SOURCE)
     assert split_sources("What colour was the queen marked?")[1] == ""
+    alone = f"{SOURCES_HEAD}{SOURCE}\n</context>\n"  # a file sent without words
+    assert split_sources(alone) == (alone, "")
 
 
 def test_a_message_open_webui_sent_with_sources_is_a_turn_and_the_sources_reach_only_the_responder(

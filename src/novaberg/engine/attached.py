@@ -12,7 +12,8 @@ reach the responder as what the app attached, data and not instructions.
 Only the default template is known; a template an admin rewrote is not told from the message.
 Of several ``</context>`` (a source may hold one), the last ends the sources: what a document
 says can never become the user's words, at worst some of the user's words count as the
-attachment.
+attachment. A template with no words after it (a file sent alone) is left as it came: no words
+of the user's, so no turn (one of Open WebUI's tasks, as before).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def split_sources(text: str) -> tuple[str, str]:
         return text, ""
     start = text.find(OPENING)
     end = text.rfind(CLOSING)
-    if start < 0 or end < start:
+    words = text[end + len(CLOSING) :].strip()
+    if start < 0 or end < start or not words:  # no words of the user's: left as it came
         return text, ""
-    return text[end + len(CLOSING) :].strip(), text[start + len(OPENING) : end].strip()
+    return words, text[start + len(OPENING) : end].strip()
