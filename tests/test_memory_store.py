@@ -3,13 +3,14 @@ test on both)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from novaberg.memory.retrieval import Retriever, query_terms
-from novaberg.memory.store import FORGOTTEN, MemoryStore, Statement
+from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
 from novaberg.memory.transfer import export_user, import_user, parse_export
 from novaberg.storage.db import Database
 
@@ -271,3 +272,17 @@ def test_import_truncates_long_texts_and_replaces_invalid_utf8_with_counts(
     texts = sorted(m.text for m in store.items(USER))
     assert texts == ["Ada sings \ufffd\ufffd.", "x" * 2000]
     assert store.profile(USER)["core"].text == "Keeps \ufffd\ufffd bees."
+
+
+def test_an_items_view_is_every_field_as_a_copy() -> None:
+    """What the API and the CLI print of an item: each of its fields, its list of sources a
+    copy of its own (a caller that changes it changes no item)."""
+    item = MemoryItem(
+        7, "long_term", "Ada has a dog.", 0.8, "k7", 3, 11, [1, 2], None,
+        "2026-01-01T00:00:00+00:00", None, None, None, "2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    view = item.view()
+    assert view == dataclasses.asdict(item)
+    assert list(view) == [f.name for f in dataclasses.fields(MemoryItem)]
+    view["derived_from"].append(3)
+    assert item.derived_from == [1, 2]
