@@ -213,8 +213,9 @@ def mcp(user: UserOpt = None, verbose: VerboseOpt = False) -> None:
     """Serve Nova's memory and turns to an MCP client over stdin/stdout, as one user.
 
     For Claude Desktop, Cursor, LM Studio and agent hosts that start a local server: tools
-    recall, remember, forget, correct, retract, timeline, profile and talk (README: MCP).
-    Over HTTP the same tools are at /mcp on `novaberg serve`, the key deciding the user."""
+    recall, remember, forget, correct, retract, timeline, profile and talk, and resources
+    nova://profile and nova://timeline (README: MCP). Over HTTP the same are at /mcp on
+    `novaberg serve`, the key deciding the user."""
     from novaberg.cli.mcp_cmd import run_mcp
 
     run_mcp(user=user, verbose=verbose)
