@@ -22,6 +22,7 @@ import pytest
 
 from novaberg.engine.attached import split_sources
 from novaberg.engine.tasks import recognise
+from novaberg.server.openai import ChatMessage, attached_to, text_of
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.replies import Match
 from tests.server_helpers import Nova, running_nova
@@ -420,8 +421,12 @@ def test_open_webuis_choice_of_tools_is_a_task_and_its_sources_around_a_message_
     wrapped = f"{SOURCES_HEAD}{SOURCE}\n</context>\n\nWhat colour was the queen marked?"
     assert split_sources(wrapped) == ("What colour was the queen marked?", SOURCE)
     assert split_sources("What colour was the queen marked?")[1] == ""
-    alone = f"{SOURCES_HEAD}{SOURCE}\n</context>\n"  # a file sent without words
-    assert split_sources(alone) == (alone, "")
+    alone = f"{SOURCES_HEAD}{SOURCE}\n</context>\n"  # a file sent without words, or
+    assert split_sources(alone) == ("", SOURCE)  # the template as a system message
+    messages = [ChatMessage(role="system", content=alone), ChatMessage(role="user", content="Hm?")]
+    assert attached_to(messages) == SOURCE and text_of(messages[0]) == ""
+    assert text_of(ChatMessage(role="user", content=alone)) == alone  # no words: as it came
+    assert attached_to([ChatMessage(role="user", content=alone)]) == ""
 
 
 def test_a_message_open_webui_sent_with_sources_is_a_turn_and_the_sources_reach_only_the_responder(

@@ -12,8 +12,8 @@ reach the responder as what the app attached, data and not instructions.
 Only the default template is known; a template an admin rewrote is not told from the message.
 Of several ``</context>`` (a source may hold one), the last ends the sources: what a document
 says can never become the user's words, at worst some of the user's words count as the
-attachment. A template with no words after it (a file sent alone) is left as it came: no words
-of the user's, so no turn (one of Open WebUI's tasks, as before).
+attachment. A user message of the template with no words after it (a file sent alone) is left
+as it came by the server: no words of the user's, so no turn (one of Open WebUI's tasks).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ CLOSING = "</context>"
 
 def split_sources(text: str) -> tuple[str, str]:
     """``(the user's own words, the sources attached)`` of a message Open WebUI wrapped in its
-    RAG template; ``(text, "")`` for any other message."""
+    RAG template (no words: a system message of it, or a file sent alone); ``(text, "")``
+    for any other message."""
     if not text.lstrip().startswith(OPENWEBUI_SOURCES):
         return text, ""
     start = text.find(OPENING)
     end = text.rfind(CLOSING)
-    words = text[end + len(CLOSING) :].strip()
-    if start < 0 or end < start or not words:  # no words of the user's: left as it came
+    if start < 0 or end < start:
         return text, ""
-    return words, text[start + len(OPENING) : end].strip()
+    return text[end + len(CLOSING) :].strip(), text[start + len(OPENING) : end].strip()

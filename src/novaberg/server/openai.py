@@ -128,10 +128,18 @@ def _raw_text(message: ChatMessage) -> str:
     return message.content or ""
 
 
+def _split(message: ChatMessage) -> tuple[str, str]:
+    """(words, sources) of a message (:func:`split_sources`); a user message of sources and
+    no words (a file sent alone) is left as it came: no words of the user's, no turn."""
+    raw = _raw_text(message)
+    words, sources = split_sources(raw)
+    return (raw, "") if message.role == "user" and not words else (words, sources)
+
+
 def text_of(message: ChatMessage) -> str:
     """A message's words as its author wrote them: without Open WebUI's list of attached
     files, and without its RAG template and sources around them (:func:`attached_to`)."""
-    return without_attachment_list(split_sources(_raw_text(message))[0])
+    return without_attachment_list(_split(message)[0])
 
 
 def attached_to(messages: list[ChatMessage]) -> str:
@@ -139,7 +147,7 @@ def attached_to(messages: list[ChatMessage]) -> str:
     message of their own: :mod:`novaberg.engine.attached`), ``""`` when none."""
     last = _last_user_index(messages)
     sent = [m for i, m in enumerate(messages) if i == last or m.role in ("system", "developer")]
-    return "\n\n".join(s for s in (split_sources(_raw_text(m))[1] for m in sent) if s)
+    return "\n\n".join(s for s in (_split(m)[1] for m in sent) if s)
 
 
 def refuse_what_nova_cannot_read(message: ChatMessage, text: str) -> None:
