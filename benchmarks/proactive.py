@@ -3,7 +3,7 @@
 1. **The due-event query at scale**: ``--users`` users (10,000) with ``--events`` scheduled
    messages (1,000,000) in all, due over the next year, on a fresh database of the PostgreSQL
    server ``--database`` names (dropped afterwards; ``sqlite`` for a SQLite file). Timed: the
-   sender's claim (:meth:`~novaberg.events.EventQueue.claim` with ``due_by``, the statement
+   sender's claim (:meth:`~novaberg.jobs.events.EventQueue.claim` with ``due_by``, the statement
    every sweep runs), for a moment when one message is due and for one when none is, p50 and
    p95 over ``--samples``; each claimed message is put back, so every sample sees the same
    table. Goal: p95 ≤ 20 ms.
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.proactive.schedule import TYPE, stamp
 from novaberg.storage.db import Database, now
 from novaberg.testing.postgres import create_database, drop_database

@@ -16,7 +16,7 @@ import pytest
 
 from novaberg.config import load_settings
 from novaberg.engine import Engine
-from novaberg.events import EventQueue, claimant
+from novaberg.jobs.events import EventQueue, claimant
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 

@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from novaberg import deliveries, user_events
 from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
+from novaberg.jobs import deliveries, user_events
 from novaberg.memory.store import MemoryStore
 from novaberg.proactive import schedule
 from novaberg.proactive.sender import send_due

@@ -10,7 +10,7 @@ import pytest
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.testing import OllamaTestServer, Reply, SearxngTestServer
 from tests.conftest import closed_port_url
 

@@ -1,6 +1,6 @@
 """``novaberg worker``: the background work of ``novaberg serve`` without HTTP — memory jobs,
 second passes (self-triggers) and turns a dead process left running — from the shared
-database, every ``server.poll_s`` (:class:`novaberg.worker.Sweeper`), until SIGTERM or Ctrl-C.
+database, every ``server.poll_s`` (:class:`novaberg.jobs.worker.Sweeper`), until SIGTERM or Ctrl-C.
 
 Several workers and servers may share one PostgreSQL database: every event is claimed before
 it runs (``FOR UPDATE SKIP LOCKED``), so each runs once. On SQLite, run one process: the
@@ -49,7 +49,7 @@ async def _work(stop: asyncio.Event) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    from novaberg.worker import Sweeper
+    from novaberg.jobs.worker import Sweeper
 
     settings = load().settings
     engine = await _open_unless_stopped(settings, stop)

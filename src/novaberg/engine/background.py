@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from novaberg import otel
 from novaberg.config import Settings
 from novaberg.errors import NovabergError, error_kind
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.memory.job_context import JobContext
 from novaberg.queue import ModelQueue
 from novaberg.storage.db import Database

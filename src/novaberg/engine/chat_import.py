@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from novaberg.engine.chat_formats import Chat, Parsed
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 

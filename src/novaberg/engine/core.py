@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from novaberg import deliveries, otel
+from novaberg import otel
 from novaberg.backends.base import TokenCallback
 from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
@@ -27,8 +27,9 @@ from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
 from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
 from novaberg.errors import NovabergError, error_kind
-from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
+from novaberg.jobs import deliveries
+from novaberg.jobs.events import EventQueue
 from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import Heed, catch_up, start_recall
 from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
@@ -228,7 +229,7 @@ class Engine:
         as running. A turn is stored whole, or marked failed/aborted with no messages stored.
         ``drain_followups=False``: return once the turn is stored; the caller runs
         :meth:`drain_self_triggers` (the server, which answers before its follow-ups). With
-        the default, the follow-ups returned count as delivered (``novaberg.deliveries``).
+        the default, the follow-ups returned count as delivered (``novaberg.jobs.deliveries``).
         ``on_answer(reply)``: the answer as soon as it is final, before salience and the memory
         write (the turn is stored after it, or marked failed). ``shown``: what a front-end
         shows (its resent chat: the responder's recent history). ``notices``: for the trace,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from novaberg.config import Memory
 from novaberg.engine.turn_store import remember as remember_item
 from novaberg.errors import UsageError
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now, process_name
 from novaberg.storage.text import MEMORY_TEXT_LIMIT

@@ -30,10 +30,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from novaberg import deliveries
 from novaberg.engine.core import Engine
 from novaberg.engine.result import TurnResult
 from novaberg.errors import ConversationBusy, QueueFull, error_kind
+from novaberg.jobs import deliveries
 from novaberg.nodes.context import Shown
 from novaberg.proactive.due import Due
 from novaberg.validation import validate_message

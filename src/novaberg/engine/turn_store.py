@@ -10,12 +10,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from novaberg import user_events
 from novaberg.config import Memory
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
-from novaberg.events import EventQueue
 from novaberg.graph.state import TurnState
+from novaberg.jobs import user_events
+from novaberg.jobs.events import EventQueue
 from novaberg.memory import corrections
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.store import MemoryStore, turn_item_key

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from novaberg.context import CallContext
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.storage.db import Database
 
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from novaberg.config import Memory
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.sql import Connection
 

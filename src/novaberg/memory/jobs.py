@@ -33,9 +33,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg import user_events
 from novaberg.errors import BackendError, EmbedderError, ModelOutputError, NovabergError
-from novaberg.events import Event
+from novaberg.jobs import user_events
+from novaberg.jobs.events import Event
 from novaberg.memory.embedding import Vectors, choose, embed
 from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_policy import enqueue_memory_jobs

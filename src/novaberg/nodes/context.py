@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from novaberg.backends.base import TokenCallback
 from novaberg.context import CallContext
-from novaberg.events import EventQueue
+from novaberg.jobs.events import EventQueue
 from novaberg.memory.retrieval import Recall
 from novaberg.proactive.due import Due
 from novaberg.prompts.templates import Prompts

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from novaberg.events import Event
+from novaberg.jobs.events import Event
 from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When, next_after
 from novaberg.storage.db import now

@@ -1,6 +1,6 @@
 """Sending what came due: run by every ``novaberg serve`` and ``novaberg worker`` sweep.
 
-Each due message is **claimed** first (:meth:`~novaberg.events.EventQueue.claim` with
+Each due message is **claimed** first (:meth:`~novaberg.jobs.events.EventQueue.claim` with
 ``due_by``: one atomic ``UPDATE … RETURNING``, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
 one process sends it, once; a claim whose process died is taken again (at once on this host,
 after its lease on another). Then, in this order:
@@ -35,7 +35,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from novaberg.errors import ConversationBusy, NovabergError, QueueFull, error_kind
-from novaberg.events import Event
+from novaberg.jobs.events import Event
 from novaberg.proactive import due as due_module
 from novaberg.proactive.due import Due
 from novaberg.proactive.schedule import TYPE, latest_conversation, stamp, switches, zone

@@ -1,4 +1,4 @@
-"""``GET /api/events``: the key's user's event log (:mod:`novaberg.user_events`) as server-sent
+"""``GET /api/events``: the key's user's event log (:mod:`novaberg.jobs.user_events`) as server-sent
 events — self-triggered follow-ups and finished memory jobs.
 
 Each event carries ``id:`` (its log id), ``event:`` (``followup`` or ``job``) and ``data:``
@@ -28,7 +28,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from novaberg import user_events
+from novaberg.jobs import user_events
 from novaberg.server import sse
 from novaberg.server.auth import bearer_key, engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors

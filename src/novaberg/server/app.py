@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from novaberg.config import Settings
 from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
+from novaberg.jobs.worker import Sweeper
 from novaberg.mcp import http as mcp_http
 from novaberg.server import (
     api_details,
@@ -37,7 +38,6 @@ from novaberg.server.head import HeadAsGet
 from novaberg.server.hosts import HostAllowList, allowed_hosts
 from novaberg.server.limits import BodyLimit, StreamSlots
 from novaberg.server.ratelimit import RateLimiter
-from novaberg.worker import Sweeper
 
 log = logging.getLogger("novaberg.server")
 CLEANUP_S = 10.0

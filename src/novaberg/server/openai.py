@@ -20,7 +20,7 @@ memory write run after); then any self-triggered follow-up of the turn ready wit
 ``server.followup_wait_s``, set apart by a rule (``---``). A follow-up not ready by then
 keeps running; it comes at the start of the conversation's next response, set apart the same
 way (and always on ``GET /api/events``): each is delivered by one response only
-(:mod:`novaberg.deliveries`). A client that goes away before the answer reached it (Stop)
+(:mod:`novaberg.jobs.deliveries`). A client that goes away before the answer reached it (Stop)
 aborts the turn: stored as aborted, its message and no reply kept; after the answer, the
 turn finishes and is stored.
 """
@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.config import Settings
 from novaberg.context import CallContext
-from novaberg.deliveries import Followup
 from novaberg.engine import Engine, TurnResult
 from novaberg.engine.attached import split_sources
 from novaberg.engine.conversations import Said, said_before, shown_history
@@ -54,6 +53,7 @@ from novaberg.engine.service import (
 )
 from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
 from novaberg.errors import NovabergError, TurnRefused, UsageError
+from novaberg.jobs.deliveries import Followup
 from novaberg.nodes.context import Shown
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, choose_conversation

@@ -9,7 +9,7 @@ each ``novaberg worker`` process over the shared database:
   (:meth:`~novaberg.engine.Engine.resume_self_triggers`);
 - proactive messages that came due are sent (:mod:`novaberg.proactive.sender`).
 
-Every event is claimed before it runs (:meth:`~novaberg.events.EventQueue.claim`: an atomic
+Every event is claimed before it runs (:meth:`~novaberg.jobs.events.EventQueue.claim`: an atomic
 ``UPDATE … RETURNING`` whose inner select takes ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
 with several processes on one PostgreSQL each runs once. On SQLite, one process.
 """
@@ -25,7 +25,7 @@ import socket
 from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
 from novaberg.errors import NovabergError, error_kind
-from novaberg.events import alive
+from novaberg.jobs.events import alive
 from novaberg.proactive.sender import Outcome, send_due
 from novaberg.storage.db import Database, now
 
