@@ -223,3 +223,96 @@ def test_the_server_holds_no_sql_and_admits_no_turn_itself() -> None:
     assert SERVER, "no server modules found"
     found = {m: f for m in SERVER if (f := sql_and_admission(m))}
     assert not found, "; ".join(f"{m}: {', '.join(f)}" for m, f in found.items())
+
+
+LAYERS: dict[str, int] = {
+    # 0: what every layer may use: errors, settings, text helpers, the trace's records
+    "novaberg": 0,
+    "errors": 0,
+    "redaction": 0,
+    "text": 0,
+    "config": 0,
+    "validation": 0,
+    "telemetry": 0,
+    "switching": 0,
+    # 1: the database, and the throwaway servers the tests start
+    "storage": 1,
+    "testing": 1,
+    # 2: reaching a model: the backends, the model queue, prompts, what every model caller gets
+    "backends": 2,
+    "embedders": 2,
+    "queue": 2,
+    "otel": 2,
+    "context": 2,
+    "prompts": 2,
+    "structured": 2,
+    "thinking": 2,
+    "echo": 2,
+    # 3: what turns and jobs are made of
+    "memory": 3,
+    "tools": 3,
+    "nodes": 3,
+    "graph": 3,
+    "jobs": 3,
+    "proactive": 3,
+    "stats": 3,
+    "speech": 3,
+    "probe": 3,
+    # 4: the turn engine and its one door into a turn
+    "engine": 4,
+    "evals": 4,
+    # 5: the doors that call the engine
+    "server": 5,
+    "mcp": 5,
+    "cli": 5,
+    "__main__": 5,
+}
+"""The package's layers, lowest first (README, "Developing"): a module imports its own layer or
+those below it, never one above (issue 24). Keys are the top-level packages and modules."""
+
+DRIVERS = {"novaberg.jobs.worker": 5, "novaberg.proactive.sender": 5}
+"""Modules that live beside their domain but call the engine as a door does: the sweeper every
+``serve`` and ``worker`` process runs, and the sender of proactive messages (a turn of Nova's
+own). Nothing below the doors imports them."""
+
+
+def layer_of(module: str) -> int:
+    if module in DRIVERS:
+        return DRIVERS[module]
+    parts = module.split(".")
+    return LAYERS[parts[1] if len(parts) > 1 else parts[0]]
+
+
+def upward_imports(graph: dict[str, list[str]]) -> list[str]:
+    """Each import in ``graph`` (module -> the modules it imports) that goes up a layer."""
+    return [
+        f"{m} (layer {layer_of(m)}) imports {t} (layer {layer_of(t)})"
+        for m in sorted(graph)
+        for t in graph[m]
+        if layer_of(t) > layer_of(m)
+    ]
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new top-level package or module is placed in the layer map before it lands."""
+    tops = {m.split(".")[1] if "." in m else m for m in MODULES}
+    assert not tops - set(LAYERS), f"not in the layer map: {sorted(tops - set(LAYERS))}"
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    """The check itself works: a storage module or a job that imported the engine would be
+    named; the sweeper, a driver, may."""
+    graph = {
+        "novaberg.storage.db": ["novaberg.engine.core"],
+        "novaberg.jobs.events": ["novaberg.engine.service", "novaberg.storage.db"],
+        "novaberg.jobs.worker": ["novaberg.engine.service"],
+    }
+    assert upward_imports(graph) == [
+        "novaberg.jobs.events (layer 3) imports novaberg.engine.service (layer 4)",
+        "novaberg.storage.db (layer 1) imports novaberg.engine.core (layer 4)",
+    ]
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    found = upward_imports({m: sorted(set(imported_modules(m))) for m in MODULES})
+    assert not found, "; ".join(found)
