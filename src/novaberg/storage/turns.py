@@ -1,0 +1,108 @@
+"""A finished turn read back from the database: its row and owner, its reply, the follow-ups of
+its second pass, its call records and its events (``GET /api/turns/{id}``, the Why panel).
+
+Sync functions that query the database: async callers run them through
+:meth:`~novaberg.storage.db.Database.run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from novaberg.storage.db import Database
+from novaberg.telemetry import CallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedTurn:
+    """A turn's row with the ``user_id`` of its conversation."""
+
+    id: int
+    conversation_id: int
+    status: str
+    trace_json: str | None
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFollowup:
+    """A message the turn's second pass stored: its own turn and Nova's words."""
+
+    turn_id: int
+    reply: str
+
+
+def turn_owner(db: Database, turn_id: int) -> OwnedTurn | None:
+    """The turn ``turn_id`` with its owner; ``None`` when there is none."""
+    row = db.one(
+        "SELECT t.id, t.conversation_id, t.status, t.trace_json, c.user_id FROM turns t "
+        "JOIN conversations c ON c.id = t.conversation_id WHERE t.id = ?",
+        (turn_id,),
+    )
+    if row is None:
+        return None
+    return OwnedTurn(
+        id=int(row["id"]),
+        conversation_id=int(row["conversation_id"]),
+        status=str(row["status"]),
+        trace_json=row["trace_json"],
+        user_id=str(row["user_id"]),
+    )
+
+
+def reply_of(db: Database, turn_id: int) -> str:
+    """Nova's stored message of the turn (``""`` when there is none)."""
+    found = db.scalar(
+        "SELECT content FROM messages WHERE turn_id = ? AND role = 'assistant' "
+        "ORDER BY id DESC LIMIT 1",
+        (turn_id,),
+    )
+    return "" if found is None else str(found)
+
+
+def followups_of(db: Database, turn_id: int) -> list[StoredFollowup]:
+    """The finished second passes of the turn, in order."""
+    rows = db.query(
+        "SELECT t.id, m.content FROM turns t JOIN messages m "
+        "ON m.turn_id = t.id AND m.role = 'assistant' "
+        "WHERE t.parent_turn_id = ? AND t.status = 'done' ORDER BY t.id",
+        (turn_id,),
+    )
+    return [StoredFollowup(turn_id=int(r["id"]), reply=str(r["content"])) for r in rows]
+
+
+def calls_of(db: Database, turn_id: int) -> list[CallRecord]:
+    """The turn's call records as they were sent, in order."""
+    return [_record(row) for row in db.calls_of(turn_id)]
+
+
+def _record(row: dict[str, Any]) -> CallRecord:
+    return CallRecord(
+        caller=row["caller"],
+        backend=row["backend"],
+        model=row["model"],
+        think=bool(row["think"]),
+        content_len=int(row["content_len"]),
+        thinking_len=int(row["thinking_len"]),
+        eval_count=int(row["eval_count"]),
+        prompt_eval_count=int(row["prompt_eval_count"]),
+        tool_calls=int(row["tool_calls"]),
+        outcome=row["outcome"],
+        ms=float(row["duration_ms"]),
+        queue_wait_ms=float(row["queue_wait_ms"]),
+        backend_ms=float(row["backend_ms"]),
+        attempt=int(row["attempt"]),
+        error=row["error"] or "",
+        normalizer=row["normalizer"] or "",
+        json_mode=row["json_mode"] or "",
+        host=row["host"] or "",
+    )
+
+
+def memory_item_exists(db: Database, user: str, item_key: str) -> bool:
+    """Whether the user has a memory item of key ``item_key``."""
+    found = db.scalar(
+        "SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, item_key)
+    )
+    return found is not None
