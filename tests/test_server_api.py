@@ -74,11 +74,11 @@ def test_post_turn_is_the_ask_json_object_and_get_turn_gives_it_back(
     for key in ("reply", "turn_id", "conversation_id", "followups", "thinker", "tribunal"):
         assert stored[key] == posted[key], key
     assert stored["salience"] == posted["salience"]
-    assert [set(c) for c in stored["calls"]] == [set(c) for c in posted["calls"]]
-    unstored = {"ms", "queue_wait_ms", "backend_ms", "json_mode"}  # see stored_turns.py
-    assert [{k: v for k, v in c.items() if k not in unstored} for c in stored["calls"]] == [
-        {k: v for k, v in c.items() if k not in unstored} for c in posted["calls"]
-    ]
+    # every call reads as it did live: its timings, the server's own time, how it asked for JSON
+    assert stored["calls"] == posted["calls"]
+    assert any(c["backend_ms"] > 0 for c in stored["calls"])
+    assert {c["json_mode"] for c in stored["calls"]} >= {"json_schema", ""}
+    # an event's status is as it is now (a memory job may have finished since)
     assert [e["id"] for e in stored["events"]] == [e["id"] for e in posted["events"]]
 
 

@@ -27,11 +27,10 @@ def run_ask(
             for notice in engine.notices:
                 err_console.print(styled(("notice:", "yellow"), " ", notice))
             result = await engine.run_turn(text, conversation_id=conversation)
-            payload = result.contract_json()
             if as_json:
-                typer.echo(dumps(payload))
+                typer.echo(dumps(result.contract_json()))
             else:
-                echo(str(payload["reply"]))
+                echo(result.reply)
                 for followup in result.followups:  # Nova's second look, after a blank line
                     echo()
                     echo(str(followup["reply"]))

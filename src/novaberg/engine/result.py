@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from novaberg.engine.contract import TurnContract, turn_contract
 from novaberg.graph.state import TurnState
 from novaberg.telemetry import Trace
 
@@ -20,28 +21,20 @@ class TurnResult:
     followups: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
 
+    def contract(self) -> TurnContract:
+        """The turn as ``novaberg ask --json`` prints it (../shared/DESIGN.md, interface
+        contract), built as a stored turn's is (:func:`~novaberg.engine.contract.turn_contract`)."""
+        return turn_contract(
+            reply=self.reply,
+            turn_id=self.turn_id,
+            conversation_id=self.conversation_id,
+            followups=self.followups,
+            calls=self.trace.calls,
+            parts=self.state,
+            stored=self.memory_id is not None,
+            events=self.events,
+        )
+
     def contract_json(self) -> dict[str, Any]:
-        """The object ``novaberg ask --json`` prints (../shared/DESIGN.md, interface contract)."""
-        scored = self.state.get("salience")
-        return {
-            "reply": self.reply,
-            "turn_id": self.turn_id,
-            "conversation_id": self.conversation_id,
-            "followups": self.followups,
-            "calls": [c.contract_view() for c in self.trace.calls],
-            "thinker": self.state.get("thinker"),
-            "tribunal": tribunal_view(self.state),
-            "salience": None
-            if scored is None
-            else {"score": scored.get("score"), "stored": self.memory_id is not None},
-            "events": self.events,
-        }
-
-
-def tribunal_view(state: TurnState) -> dict[str, Any] | None:
-    """``tribunal`` of the contract: voting rounds and the last round's votes."""
-    court = state.get("tribunal")
-    if court is None:
-        return None
-    corrections = (state.get("corrector") or {}).get("rounds", 0)
-    return {"rounds": court["rounds"], "votes": court["votes"], "corrections": corrections}
+        """:meth:`contract` as JSON-ready data."""
+        return self.contract().model_dump(mode="json")

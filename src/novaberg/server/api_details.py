@@ -70,16 +70,16 @@ def _memories(store: MemoryStore, user: str, given: list[dict[str, Any]]) -> lis
 def turn_why(db: Database, turn_id: int, user: str) -> dict[str, Any] | None:
     """The Why details of the user's turn ``turn_id``; ``None`` when the user has none."""
     row = turn_owner(db, turn_id)
-    if row is None or row["user_id"] != user:
+    if row is None or row.user_id != user:
         return None
-    trace: dict[str, Any] = json.loads(row["trace_json"] or "{}") or {}
+    trace: dict[str, Any] = json.loads(row.trace_json or "{}") or {}
     store = MemoryStore(db)
     court = trace.get("tribunal") or {}
     thinker = trace.get("thinker") or {}
     corrector = trace.get("corrector") or {}
     return {
         "turn_id": turn_id,
-        "status": row["status"],
+        "status": row.status,
         "nodes": trace.get("nodes") or [],
         "router": trace.get("router"),
         "answered_by": trace.get("answered_by"),

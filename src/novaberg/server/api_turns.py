@@ -31,8 +31,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
+from novaberg.engine.contract import TurnContract
 from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Stored, TurnAsk
-from novaberg.engine.stored_turns import stored_turn_json, turn_owner
+from novaberg.engine.stored_turns import stored_turn, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
@@ -66,7 +67,7 @@ def _no_conversation(conversation: int) -> ApiProblem:
     "/turns",
     response_model=None,
     responses={
-        200: {"content": {"application/json": {}, sse.MEDIA_TYPE: {}}},
+        200: {"model": TurnContract, "content": {sse.MEDIA_TYPE: {}}},
         **api_errors(
             (400, "An empty or oversized message (as the CLI refuses it)."),
             (404, "The conversation_id is not one of the user's conversations."),
@@ -84,7 +85,7 @@ async def post_turn(
     stream: Annotated[
         bool, Query(description="Server-sent events while the turn runs (see the README).")
     ] = False,
-) -> dict[str, Any] | StreamingResponse:
+) -> TurnContract | StreamingResponse:
     """One turn as the key's user; the object ``novaberg ask --json`` prints."""
     engine = engine_of(request)
     db = engine.db
@@ -118,7 +119,7 @@ async def post_turn(
     # as `novaberg ask --json`: with every follow-up of the turn, however long it takes
     result.followups = await turn.followups(engine, None, "inline")
     result.events = await db.run(db.events_of_turn, result.turn_id)
-    return result.contract_json()
+    return result.contract()
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -185,16 +186,16 @@ async def get_turn(
     turn_id: int,
     request: Request,
     user: Annotated[str, Depends(require_user)],
-) -> dict[str, Any]:
+) -> TurnContract:
     """A finished turn of the key's user, rebuilt from what was stored (see the README for
     what a stored turn cannot give back exactly)."""
     db = engine_of(request).db
     row = await db.run(turn_owner, db, turn_id) if 1 <= turn_id <= MAX_ID else None
-    if row is None or row["user_id"] != user:
+    if row is None or row.user_id != user:
         raise ApiProblem(404, f"There is no turn {quoted(turn_id)}.")
-    if row["status"] != "done":
-        raise ApiProblem(409, f"Turn {turn_id} is {row['status']}: it has no stored reply.")
-    return await db.run(stored_turn_json, db, row, user)
+    if row.status != "done":
+        raise ApiProblem(409, f"Turn {turn_id} is {row.status}: it has no stored reply.")
+    return await db.run(stored_turn, db, row)
 
 
 @router.get("/conversations")

@@ -533,7 +533,8 @@ def insert_calls(
         "INSERT INTO llm_calls (turn_id, event_id, probe_run_id, seq, caller, backend, model, "
         "think, content_len, thinking_len, eval_count, prompt_eval_count, tool_calls, outcome, "
         "duration_ms, queue_wait_ms, attempt, error, normalizer, created_at, host, user_id, "
-        "task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "task, backend_ms, json_mode) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 turn_id,
@@ -559,6 +560,8 @@ def insert_calls(
                 r.host or None,
                 user_id,
                 kind,
+                r.backend_ms,
+                r.json_mode,
             )
             for seq, r in enumerate(calls, start=1)
         ],
