@@ -20,9 +20,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.engine.pages import ForgottenView, MemoryItemView, MemoryPage, MemorySearch
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
-from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
+from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, recall
 from novaberg.memory.store import MemoryItem, MemoryStore, version_view
 from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
 from novaberg.server.auth import engine_of, require_user
@@ -53,7 +54,7 @@ async def list_or_search(
     kind: Literal["short_term", "long_term", "event"] | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-) -> dict[str, Any]:
+) -> MemoryPage | MemorySearch:
     """Without ``query``: every memory (superseded facts included), newest first, a page at a
     time (``more`` says whether there is a next page). With ``query``: what Nova would recall
     for it, best first, each with ``score`` and ``reason``, and in ``messages`` the stored
@@ -66,12 +67,9 @@ async def list_or_search(
             max_items=50, budget_tokens=100_000, what="memory search",
             messages=Heed(SEARCH_MESSAGES),
         )  # fmt: skip
-        items = [
-            {**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found.items
-        ]
-        return {"items": items, "messages": [heard_view(h) for h in found.heard]}
+        return MemorySearch.of(found)
     page = await store.db.run(store.items, user, kind=kind, limit=limit + 1, offset=offset)
-    return {"items": [m.view() for m in page[:limit]], "more": len(page) > limit}
+    return MemoryPage(items=[MemoryItemView.of(m) for m in page[:limit]], more=len(page) > limit)
 
 
 @router.get("/export")
@@ -169,7 +167,7 @@ class Correction(BaseModel):
 )
 async def correct(
     memory_id: int, correction: Correction, request: Request, user: User
-) -> dict[str, Any]:
+) -> MemoryItemView:
     """Correct a memory (``memory correct``): the new current version, the old one kept in its
     history with ``valid_to`` and ``superseded_by``."""
     store = _store(request)
@@ -184,7 +182,7 @@ async def correct(
         raise ApiProblem(409 if "no longer current" in str(exc) else 400, str(exc)) from None
     if new is None:
         raise _missing(memory_id)
-    return new.view()
+    return MemoryItemView.of(new)
 
 
 @router.post(
@@ -194,7 +192,7 @@ async def correct(
         (409, "The memory is no longer current."),
     ),
 )
-async def retract(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+async def retract(memory_id: int, request: Request, user: User) -> MemoryItemView:
     """Retract a memory (``memory retract``): it ends, with no successor."""
     store = _store(request)
     if not 1 <= memory_id <= MAX_ID:
@@ -205,15 +203,15 @@ async def retract(memory_id: int, request: Request, user: User) -> dict[str, Any
         raise ApiProblem(409, str(exc)) from None
     if ended is None:
         raise _missing(memory_id)
-    return ended.view()
+    return MemoryItemView.of(ended)
 
 
 @router.delete("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
-async def forget(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+async def forget(memory_id: int, request: Request, user: User) -> ForgottenView:
     """Forget one memory for good (with what was derived from it): the ``Forgotten`` result."""
     store = _store(request)
     # forget compacts the files (a checkpoint, or VACUUM FULL on PostgreSQL): in a worker
     done = await store.db.run(store.forget, user, memory_id) if 1 <= memory_id <= MAX_ID else None
     if done is None:
         raise _missing(memory_id)
-    return {"forgotten": memory_id, **asdict(done)}
+    return ForgottenView(forgotten=memory_id, **asdict(done))

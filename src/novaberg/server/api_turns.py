@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
 from novaberg.engine.contract import TurnContract
+from novaberg.engine.pages import ConversationPage, ImportedChats, MessagePage
 from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Stored, TurnAsk
 from novaberg.engine.stored_turns import stored_turn, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
@@ -204,10 +205,10 @@ async def conversations(
     user: Annotated[str, Depends(require_user)],
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-) -> dict[str, Any]:
+) -> ConversationPage:
     """The user's conversations, newest first, with how many turns each has finished."""
     db = engine_of(request).db
-    return {"items": await db.run(db.conversations_of, user, limit, offset)}
+    return ConversationPage.of(await db.run(db.conversations_of, user, limit, offset))
 
 
 @router.post(
@@ -230,7 +231,7 @@ async def import_conversations(
     fmt: Annotated[
         str, Query(alias="format", description="auto, openwebui, sillytavern, chatgpt or plain")
     ] = "auto",
-) -> dict[str, int]:
+) -> ImportedChats:
     """``novaberg import-chats``: the export file as the body (a SillyTavern ``.jsonl`` as
     text), its chats as the key's user's dated conversations → ``{"conversations",
     "messages", "skipped"}``."""
@@ -244,7 +245,7 @@ async def import_conversations(
         raise ApiProblem(400, str(exc)) from None
     db = engine_of(request).db
     done = await db.run(import_chats, db, user, parsed)
-    return done.view()
+    return ImportedChats.model_validate(done.view())
 
 
 @router.get(
@@ -255,7 +256,7 @@ async def messages(
     conversation_id: int,
     request: Request,
     user: Annotated[str, Depends(require_user)],
-) -> dict[str, Any]:
+) -> MessagePage:
     """The conversation's stored messages, oldest first (a turn whose words were forgotten
     is left out, as from Nova's own history)."""
     db = engine_of(request).db
@@ -263,4 +264,4 @@ async def messages(
         await db.run(db.conversation_user, conversation_id) != user
     ):
         raise _no_conversation(conversation_id)
-    return {"items": await db.run(db.conversation_messages, conversation_id)}
+    return MessagePage.of(await db.run(db.conversation_messages, conversation_id))

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from novaberg.errors import NovabergError
 from novaberg.server.auth import engine_of
@@ -18,9 +19,13 @@ log = logging.getLogger("novaberg.server")
 router = APIRouter()
 
 
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz() -> Health:
+    return Health(status="ok")
 
 
 _CHECKS = {

@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -227,17 +227,25 @@ def full_text(result: TurnResult, earlier: list[Followup] | None = None) -> str:
     )
 
 
+class ModelCard(BaseModel):
+    """A model as OpenAI's ``GET /v1/models`` lists one."""
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "novaberg"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
 @router.get("/models")
-async def models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
+async def models(user: Annotated[str, Depends(require_user)]) -> ModelList:
     """``nova`` (each request is a turn), and ``nova-tasks`` for a front-end's own tasks (a
     title, tags: one plain call each, never a turn; :mod:`novaberg.engine.tasks`)."""
-    return {
-        "object": "list",
-        "data": [
-            {"id": model, "object": "model", "created": 0, "owned_by": "novaberg"}
-            for model in (MODEL_ID, TASKS_MODEL_ID)
-        ],
-    }
+    return ModelList(data=[ModelCard(id=model) for model in (MODEL_ID, TASKS_MODEL_ID)])
 
 
 CHAT_ROLES = ("system", "user", "assistant")
