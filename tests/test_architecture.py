@@ -345,7 +345,6 @@ SQL_LEFT = {
     "novaberg.engine.conversations",
     "novaberg.engine.import_remember",
     "novaberg.engine.remembered",
-    "novaberg.engine.turn_store",
     "novaberg.jobs.deliveries",
     "novaberg.jobs.events",
     "novaberg.jobs.user_events",
@@ -357,7 +356,6 @@ SQL_LEFT = {
     "novaberg.proactive.due",
     "novaberg.proactive.schedule",
     "novaberg.proactive.sender",
-    "novaberg.probe.store",
     "novaberg.stats",
 }
 """The modules outside ``storage/`` that still hold SQL (issue 24, part 2: left). The list can

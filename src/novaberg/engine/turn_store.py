@@ -25,6 +25,7 @@ from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When
 from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection
+from novaberg.storage.turns import replace_replies
 from novaberg.telemetry import Trace
 
 log = logging.getLogger("novaberg")
@@ -166,19 +167,6 @@ def schedule_asked(
         cause_key=f"reminder:turn:{turn_id}",
         turn_id=turn_id,
         conversation=conversation,
-    )
-
-
-def replace_replies(c: Connection, turn_id: int) -> None:
-    """A regenerate's reply replaces the reply of the turn it regenerates (and of earlier
-    regenerates of that turn): the old assistant messages are deleted, in the regenerate's
-    transaction. The old turn keeps its user message, trace and memory."""
-    c.execute(
-        "DELETE FROM messages WHERE role = 'assistant' AND turn_id IN ("
-        "SELECT o.id FROM turns r JOIN turns o ON o.id = r.parent_turn_id WHERE r.id = ? "
-        "UNION SELECT s.id FROM turns r JOIN turns s ON s.parent_turn_id = r.parent_turn_id "
-        "WHERE r.id = ? AND s.origin = 'regenerate' AND s.id <> r.id)",
-        (turn_id, turn_id),
     )
 
 

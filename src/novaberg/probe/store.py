@@ -1,12 +1,14 @@
 """Each probe run in the database: one ``probe_runs`` row with the report as ``--json`` prints
-it, and one ``llm_calls`` row per request sent (linked by ``probe_run_id``, no turn)."""
+it, and one ``llm_calls`` row per request sent (linked by ``probe_run_id``, no turn); the
+statements are in :mod:`novaberg.storage.probe_runs`."""
 
 from __future__ import annotations
 
 import json
 
 from novaberg.probe.result import ProbeReport
-from novaberg.storage.db import Database, insert_calls
+from novaberg.storage import probe_runs
+from novaberg.storage.db import Database
 from novaberg.telemetry import CallRecord
 
 
@@ -20,26 +22,21 @@ def save_run(
     finished_at: str,
 ) -> int:
     """Store the run and its calls in one transaction; return the run's id."""
-    with db.transaction() as c:
-        run_id = c.execute(
-            "INSERT INTO probe_runs (backend, model, trials, report_json, started_at, "
-            "finished_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-            (
-                report.backend,
-                report.model,
-                trials,
-                json.dumps(report.contract_view(), ensure_ascii=False),
-                started_at,
-                finished_at,
-            ),
-        ).scalar()
-        insert_calls(c, sorted(calls, key=lambda r: r.started), turn_id=None, probe_run_id=run_id)
-    return int(run_id)
+    return probe_runs.save(
+        db,
+        backend=report.backend,
+        model=report.model,
+        trials=trials,
+        report_json=json.dumps(report.contract_view(), ensure_ascii=False),
+        calls=sorted(calls, key=lambda r: r.started),
+        started_at=started_at,
+        finished_at=finished_at,
+    )
 
 
 def latest_run(db: Database) -> dict[str, object] | None:
     """The newest stored run (its row, with the report parsed)."""
-    row = db.one("SELECT * FROM probe_runs ORDER BY id DESC LIMIT 1")
+    row = probe_runs.latest(db)
     if row is None:
         return None
     return {**row, "report": json.loads(row["report_json"])}

@@ -1,5 +1,6 @@
-"""A finished turn read back from the database: its row and owner, its reply, the follow-ups of
-its second pass, its call records and its events (``GET /api/turns/{id}``, the Why panel).
+"""A turn in the database: a finished one read back (its row and owner, its reply, the
+follow-ups of its second pass, its call records: ``GET /api/turns/{id}``, the Why panel), and a
+regenerate's reply put in place of the one it regenerates.
 
 Sync functions that query the database: async callers run them through
 :meth:`~novaberg.storage.db.Database.run`.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from novaberg.storage.db import Database
+from novaberg.storage.sql import Connection
 from novaberg.telemetry import CallRecord
 
 
@@ -106,3 +108,16 @@ def memory_item_exists(db: Database, user: str, item_key: str) -> bool:
         "SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, item_key)
     )
     return found is not None
+
+
+def replace_replies(c: Connection, turn_id: int) -> None:
+    """A regenerate's reply replaces the reply of the turn it regenerates (and of earlier
+    regenerates of that turn): the old assistant messages are deleted, in the regenerate's
+    transaction. The old turn keeps its user message, trace and memory."""
+    c.execute(
+        "DELETE FROM messages WHERE role = 'assistant' AND turn_id IN ("
+        "SELECT o.id FROM turns r JOIN turns o ON o.id = r.parent_turn_id WHERE r.id = ? "
+        "UNION SELECT s.id FROM turns r JOIN turns s ON s.parent_turn_id = r.parent_turn_id "
+        "WHERE r.id = ? AND s.origin = 'regenerate' AND s.id <> r.id)",
+        (turn_id, turn_id),
+    )
