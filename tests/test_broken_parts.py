@@ -14,6 +14,7 @@ import pytest
 
 from novaberg.engine import Engine, TurnResult
 from novaberg.errors import BackendHTTPError
+from novaberg.graph.channels import Correcting
 from novaberg.memory.store import MemoryStore
 from novaberg.testing import OllamaTestServer, Reply
 
@@ -45,7 +46,7 @@ async def test_a_broken_router_gives_the_default_route(
     result = await engine.run_turn("Hallo Nova")
     assert result.reply == ANSWER
     assert outcomes(result, "router") == ["error"] * engine.settings.retries.attempts
-    assert result.state["router"]["default"] is True
+    assert result.state["router"].default is True
     trace = stored_trace(engine, result)
     assert notices_of(trace, "router") == [
         "router: failed after its retries (HTTP 500); the default route is used"
@@ -87,13 +88,16 @@ async def test_a_broken_corrector_keeps_the_answer_and_ends_the_corrections(
     assert out["tribunal"]["rounds"] == 1  # no second vote on an answer that did not change
     assert out["tribunal"]["corrections"] == 1
     assert len(server.requests("/api/chat", caller="judge_persona")) == 1
-    assert result.state["corrector"] == {
+    assert result.state["corrector"] == Correcting(
+        1, ("persona: colder",), applied=False, failed=True
+    )
+    trace = stored_trace(engine, result)
+    assert trace["corrector"] == {
         "rounds": 1,
         "reasons": ["persona: colder"],
         "applied": False,
         "failed": True,
     }
-    trace = stored_trace(engine, result)
     assert notices_of(trace, "corrector") == [
         "corrector: failed after its retries (HTTP 500); the answer stays as it was"
     ]

@@ -144,7 +144,7 @@ async def test_a_correction_the_message_does_not_make_is_ignored(
     # a small model inventing a correction: its words are not in the message
     server.script("router", route({"kind": "correct", "wrong": "Berlin", "right": "Munich"}))
     done = await engine.run_turn("How are you today?")
-    assert "correction" not in done.state["router"]
+    assert done.state["router"].correction is None
     item = store.get(USER, old)
     assert item is not None and item.current
     assert "corrected" not in system_prompt(server)

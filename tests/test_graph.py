@@ -9,6 +9,7 @@ from langgraph.graph import END, START, StateGraph
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
 from novaberg.graph.build import Stage, build_turn_graph
+from novaberg.graph.channels import Correcting, MemoryPlan, Route, Salience
 from novaberg.graph.state import check_writes
 from novaberg.telemetry import Trace
 
@@ -97,3 +98,27 @@ async def test_conditional_stages_are_skipped_when_their_condition_is_false() ->
 def test_a_node_must_return_a_mapping() -> None:
     with pytest.raises(GraphError, match="expected a dict"):
         check_writes("router", ["not", "a", "dict"])
+
+
+def test_a_typed_channel_refuses_a_value_of_another_type() -> None:
+    """The router's channel holds a Route: the shape the seeds' nodes wrote (a dict) stops the
+    turn with the channel's name and both types, instead of reaching the nodes after it."""
+    route = {"intent": "smalltalk", "tone": "warm", "needs_check": False}
+    with pytest.raises(GraphError, match=r"'router' as dict, expected Route"):
+        check_writes("router", {"router": route})
+    with pytest.raises(GraphError, match=r"'router' as NoneType, expected Route"):
+        check_writes("router", {"router": None})
+    with pytest.raises(GraphError, match=r"'salience' as dict, expected Salience"):
+        check_writes("salience", {"salience": {"score": 0.9, "summary": "x"}})
+
+
+def test_a_typed_channel_takes_its_model_and_an_optional_one_none() -> None:
+    written = {
+        "router": Route(intent="smalltalk", tone="warm", needs_check=False, default=False),
+        "salience": Salience(score=0.9, summary="The user is called Ada."),
+        "memory_item": None,
+        "corrector": Correcting(1, ("legal: x",), applied=False),
+        "reply": "Hello",
+    }
+    assert check_writes("any", written) is written
+    assert check_writes("memory_write", {"memory_item": MemoryPlan("Ada", 0.9)})

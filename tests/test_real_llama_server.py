@@ -238,7 +238,7 @@ async def test_a_whole_turn_completes_in_bounded_time_with_honest_records(
     _check_honest(calls, llama_server.statuses(since))
     router = [c for c in calls if c.caller == "router"]
     assert router[0].json_mode == "json_schema" and router[0].outcome == "error"
-    assert (router[-1].outcome == "ok") == (result.state["router"]["default"] is False)
+    assert (router[-1].outcome == "ok") == (result.state["router"].default is False)
     votes = result.state["tribunal"]["votes"]
     judge = [c for c in calls if c.caller == "judge_legal"]
     assert votes[0]["malformed"] == (judge[-1].outcome == "malformed")

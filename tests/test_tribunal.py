@@ -10,6 +10,7 @@ import pytest
 
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
+from novaberg.graph.channels import Correcting
 from novaberg.memory.store import MemoryStore
 from novaberg.prompts.labels import DE, EN
 from novaberg.testing import OllamaTestServer, RecordedRequest, Reply
@@ -138,7 +139,7 @@ async def test_an_empty_correction_keeps_the_answer_and_is_recorded(
     server.script("corrector", Reply(content=""))
     result = await engine.run_turn("Hallo")
     assert result.reply == "Original answer."
-    assert result.state["corrector"] == {"rounds": 1, "reasons": ["legal: x"], "applied": False}
+    assert result.state["corrector"] == Correcting(1, ("legal: x",), applied=False)
     assert [c.outcome for c in result.trace.calls if c.caller == "corrector"] == ["empty_answer"]
 
 

@@ -135,7 +135,7 @@ async def test_malformed_router_json_is_retried_once_then_a_safe_default(
     result = await engine.run_turn("Hallo")
     routers = [c for c in result.trace.calls if c.caller == "router"]
     assert [c.outcome for c in routers] == ["malformed", "malformed"]
-    assert result.state["router"]["default"] is True
+    assert result.state["router"].default is True
     assert result.reply  # the turn went on
 
 
@@ -149,7 +149,7 @@ async def test_malformed_router_json_recovered_by_the_retry(
     )
     result = await engine.run_turn("Wie hoch ist die Zugspitze?")
     assert [c.outcome for c in result.trace.calls if c.caller == "router"] == ["malformed", "ok"]
-    assert result.state["router"]["needs_check"] is True
+    assert result.state["router"].needs_check is True
 
 
 async def test_malformed_salience_stores_nothing_and_says_so(

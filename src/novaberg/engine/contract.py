@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.graph.channels import Correcting, Salience
 from novaberg.telemetry import CallRecord, JsonMode, Outcome
 
 
@@ -143,7 +144,7 @@ def turn_contract(
     """The contract of a turn from its pieces: ``parts`` holds the turn's ``thinker``,
     ``tribunal``, ``corrector`` and ``salience`` records (the turn state's channels, or the
     stored trace's), ``stored`` whether its memory item exists."""
-    thinker, court, scored = parts.get("thinker"), parts.get("tribunal"), parts.get("salience")
+    thinker, court, scored = parts.get("thinker"), parts.get("tribunal"), _view(parts, "salience")
     return TurnContract(
         reply=reply,
         turn_id=turn_id,
@@ -151,10 +152,16 @@ def turn_contract(
         followups=[FollowupView.model_validate(f) for f in followups],
         calls=[CallView.of(c) for c in calls],
         thinker=None if thinker is None else ThinkerView.model_validate(thinker),
-        tribunal=None if court is None else _tribunal(court, parts.get("corrector")),
+        tribunal=None if court is None else _tribunal(court, _view(parts, "corrector")),
         salience=None if scored is None else SalienceView(score=scored.get("score"), stored=stored),
         events=[EventView.model_validate(e) for e in events],
     )
+
+
+def _view(parts: Mapping[str, Any], channel: str) -> Mapping[str, Any] | None:
+    """A typed channel of a live turn as its stored trace keeps it (a stored one already is)."""
+    found = parts.get(channel)
+    return found.view() if isinstance(found, Salience | Correcting) else found
 
 
 def _tribunal(court: Mapping[str, Any], corrector: Mapping[str, Any] | None) -> TribunalView:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from novaberg.config import Memory
 from novaberg.engine.turn_store import remember as remember_item
 from novaberg.errors import UsageError
+from novaberg.graph.channels import MemoryPlan
 from novaberg.jobs.events import EventQueue
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now, process_name
@@ -76,6 +77,6 @@ def remember_statement(
                 (conversation, ORIGIN, statement, trace, stamp, stamp, process_name()),
             ).scalar()
         )
-        item = {"text": statement, "score": IMPORTANCE}
+        item = MemoryPlan(text=statement, score=IMPORTANCE)
         memory_id, _ = remember_item(c, events, memory, user, item, turn_id, None, conversation)
     return Remembered(memory_id, True, turn_id)

@@ -13,6 +13,7 @@ from typing import Any
 from novaberg.config import Memory
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
+from novaberg.graph.channels import MemoryPlan
 from novaberg.graph.state import TurnState
 from novaberg.jobs import user_events
 from novaberg.jobs.events import EventQueue
@@ -51,7 +52,7 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
     context = final.get("context") or {}
     return {
         "nodes": trace.nodes,
-        "router": final.get("router"),
+        "router": route.view() if (route := final.get("router")) is not None else None,
         "retrieval": context.get("retrieval"),
         # what a correction the user made was about (ids only: the texts may be forgotten)
         "correction": {k: correction.get(k) for k in ("outcome", "memory_id")}
@@ -59,10 +60,10 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         else None,
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
         "reminder": reminders.trace(context.get("reminder")),
-        "salience": final.get("salience"),
+        "salience": scored.view() if (scored := final.get("salience")) is not None else None,
         "thinker": final.get("thinker"),
         "tribunal": final.get("tribunal"),
-        "corrector": final.get("corrector"),
+        "corrector": fixed.view() if (fixed := final.get("corrector")) is not None else None,
         # the responder's draft when the answer is another (revised, corrected, with a
         # gesture); ``None`` when the reply is the draft, which is stored once, as the reply
         "draft": draft if (draft := final.get("draft")) != final.get("reply") else None,
@@ -175,7 +176,7 @@ def remember(
     events: EventQueue,
     memory: Memory,
     user: str,
-    item: dict[str, Any],
+    item: MemoryPlan,
     turn_id: int,
     message_id: int | None,
     conversation: int,
@@ -186,8 +187,8 @@ def remember(
         c,
         user,
         "short_term",
-        item["text"],
-        item["score"],
+        item.text,
+        item.score,
         turn_item_key(turn_id),
         source_turn_id=turn_id,
         source_message_id=message_id,

@@ -15,6 +15,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
+from novaberg.graph.channels import Correcting, MemoryPlan, Route, Salience
 
 
 class TurnState(TypedDict, total=False):
@@ -24,8 +25,7 @@ class TurnState(TypedDict, total=False):
     conversation_id: int
     turn_id: int
     origin: str
-    # router: {"intent", "tone", "needs_check"}
-    router: dict[str, Any]
+    router: Route
     # enricher: {"history": [...], "memories": [...], "profile": ..., "timeline": [...]}
     context: dict[str, Any]
     # responder's draft, and the answer the user gets
@@ -35,23 +35,31 @@ class TurnState(TypedDict, total=False):
     thinker: dict[str, Any] | None
     # tribunal: {"rounds", "votes" (the last round's), "history", "correcting"}
     tribunal: dict[str, Any] | None
-    # corrector: {"rounds", "reasons", "applied"}
-    corrector: dict[str, Any] | None
-    # salience: {"score", "summary"}
-    salience: dict[str, Any] | None
-    # the memory item the turn will store with it: {"text", "score"}
-    memory_item: dict[str, Any] | None
+    corrector: Correcting | None
+    salience: Salience | None
+    # the memory item the turn will store with it
+    memory_item: MemoryPlan | None
     # events raised during the turn (self-triggers, background jobs); appended, never replaced
     events: Annotated[list[dict[str, Any]], operator.add]
 
 
 DECLARED_CHANNELS: frozenset[str] = frozenset(TurnState.__annotations__)
 
+TYPED_CHANNELS: dict[str, type] = {
+    "router": Route,
+    "corrector": Correcting,
+    "salience": Salience,
+    "memory_item": MemoryPlan,
+}
+"""The channels whose values are models (:mod:`novaberg.graph.channels`): a write of another
+type stops the turn. ``router`` is never ``None`` once written; the others may be."""
+
 
 def check_writes(
     node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS
 ) -> dict[str, Any]:
-    """Return ``update`` if every key is a declared channel; raise otherwise."""
+    """Return ``update`` if every key is a declared channel and every typed channel holds its
+    model; raise otherwise."""
     if update is None:
         return {}
     if not isinstance(update, dict):
@@ -63,5 +71,15 @@ def check_writes(
             f"node '{node}' wrote {names}: not declared in the turn state. LangGraph would drop "
             "this write silently; declare the channel in novaberg/graph/state.py (TurnState) "
             "or stop writing it."
+        )
+    for channel, expected in TYPED_CHANNELS.items():
+        if channel not in update:
+            continue
+        value = update[channel]
+        if isinstance(value, expected) or (value is None and channel != "router"):
+            continue
+        raise GraphError(
+            f"node '{node}' wrote {channel!r} as {type(value).__name__}, expected "
+            f"{expected.__name__} (novaberg/graph/channels.py)"
         )
     return update

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from novaberg.backends.base import ChatRequest
+from novaberg.graph.channels import Correcting
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -62,20 +63,24 @@ async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
         caller="corrector", messages=corrector_messages(state, ctx, reasons), think=False
     )
     result = await ctx.llm(request)
-    previous = state.get("corrector") or {}
-    rounds = previous.get("rounds", 0) + 1
+    rounds = _rounds_before(state) + 1
     text = result.response.content.strip()
     if not text:
         # Nothing usable: the answer stays as it was, and the trace says the round failed.
-        return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False}}
+        return {"corrector": Correcting(rounds, tuple(reasons), applied=False)}
     text = bounded_reply(ctx, "corrector", text)
-    return {"reply": text, "corrector": {"rounds": rounds, "reasons": reasons, "applied": True}}
+    return {"reply": text, "corrector": Correcting(rounds, tuple(reasons), applied=True)}
+
+
+def _rounds_before(state: TurnState) -> int:
+    previous = state.get("corrector")
+    return previous.rounds if previous is not None else 0
 
 
 def _answer_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
-    rounds = (state.get("corrector") or {}).get("rounds", 0) + 1
-    reasons = revise_reasons(state)
-    return {"corrector": {"rounds": rounds, "reasons": reasons, "applied": False, "failed": True}}
+    rounds = _rounds_before(state) + 1
+    reasons = tuple(revise_reasons(state))
+    return {"corrector": Correcting(rounds, reasons, applied=False, failed=True)}
 
 
 FALLBACK = Fallback(_answer_kept, "the answer stays as it was")

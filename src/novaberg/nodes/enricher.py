@@ -68,16 +68,17 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     today = date.today()
 
     correction = None
-    said_wrong = (state.get("router") or {}).get("correction")
-    if said_wrong and state.get("origin") == "user":
-        correction = await ctx.db.run(resolve, store, user, said_wrong)
+    route = state.get("router")
+    said_wrong = route.correction if route is not None else None
+    if said_wrong is not None and state.get("origin") == "user":
+        correction = await ctx.db.run(resolve, store, user, said_wrong.model_dump())
         if correction.memory_id is not None:  # the old version is not given as current
             chosen = [r for r in chosen if r.item.id != correction.memory_id]
     ended = correction.memory_id if correction is not None else None
-    asked = (state.get("router") or {}).get("reminder")
+    asked = route.reminder if route is not None else None
     reminder = None
-    if asked and state.get("origin") == "user":  # scheduled by the turn's own transaction
-        reminder = plan(asked, ctx.settings, can_send=ctx.settings.proactive.enabled)
+    if asked is not None and state.get("origin") == "user":  # scheduled in the turn's transaction
+        reminder = plan(asked.model_dump(), ctx.settings, can_send=ctx.settings.proactive.enabled)
 
     shown = ctx.shown
     turns = ctx.settings.history_turns

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from novaberg.graph.channels import MemoryPlan
 from novaberg.graph.state import TurnState
 from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import TurnContext
@@ -19,9 +20,9 @@ from novaberg.text import same_text
 
 
 async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
-    scored = state.get("salience") or {}
-    score = scored.get("score")
-    summary = scored.get("summary") or ""
+    scored = state.get("salience")
+    score = scored.score if scored is not None else None
+    summary = scored.summary if scored is not None else ""
     if score is None or score < ctx.settings.salience_threshold or not summary:
         return {"memory_item": None}
     kept = _kept_already(state, summary)
@@ -31,7 +32,7 @@ async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     if kept is not None:
         ctx.trace.notices.append(f"memory_write: kept already as memory {kept}; not stored twice")
         return {"memory_item": None}
-    return {"memory_item": {"text": summary, "score": float(score)}}
+    return {"memory_item": MemoryPlan(text=summary, score=float(score))}
 
 
 def _kept_already(state: TurnState, summary: str) -> int | None:

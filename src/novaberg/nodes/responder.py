@@ -78,10 +78,10 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     the newest history within limits.history_tokens and what the window leaves."""
     p = ctx.prompts
     context = state.get("context") or {}
-    route = state.get("router") or {}
+    route = state.get("router")
     rules = []
-    if route.get("tone"):
-        rules.append(p.tone_line.format(tone=as_line(str(route["tone"]))))
+    if route is not None and route.tone:
+        rules.append(p.tone_line.format(tone=as_line(route.tone)))
     if state.get("origin") == "self_trigger":
         rules.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
     if state.get("origin") == "proactive":

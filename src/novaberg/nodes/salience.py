@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from novaberg.graph.channels import Salience
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -26,12 +27,12 @@ async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     parsed = await ask_structured(ctx, "salience", salience_messages(state, ctx), SalienceOutput)
     if parsed is None:
         # Unknown importance is not "unimportant": nothing is stored, and the trace says why.
-        return {"salience": {"score": None, "summary": "", "malformed": True}}
-    return {"salience": {"score": parsed.score, "summary": parsed.summary.strip()}}
+        return {"salience": Salience(score=None, summary="", malformed=True)}
+    return {"salience": Salience(score=parsed.score, summary=parsed.summary.strip())}
 
 
 def _unscored(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
-    return {"salience": {"score": None, "summary": "", "failed": True}}
+    return {"salience": Salience(score=None, summary="", failed=True)}
 
 
 FALLBACK = Fallback(_unscored, "nothing from this turn is remembered")

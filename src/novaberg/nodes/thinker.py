@@ -40,7 +40,8 @@ MAX_FOLLOW_UPS = 2
 
 def should_run(state: TurnState, ctx: TurnContext) -> bool:
     mode = ctx.settings.thinker.mode
-    needs_check = bool((state.get("router") or {}).get("needs_check"))
+    route = state.get("router")
+    needs_check = route is not None and route.needs_check
     return mode == "always" or (mode == "auto" and needs_check)
 
 

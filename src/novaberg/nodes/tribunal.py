@@ -104,14 +104,15 @@ async def tribunal(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     if not judges:
         return {}  # no tribunal configured: the channel stays null
     previous = state.get("tribunal") or {}
-    if previous and (state.get("corrector") or {}).get("failed"):
+    corrected = state.get("corrector")
+    if previous and corrected is not None and corrected.failed:
         return {"tribunal": {**previous, "correcting": False}}  # the answer did not change
     failed = {
         v["judge"] for round_ in previous.get("history", []) for v in round_ if v.get("abstained")
     }
     votes = list(await asyncio.gather(*(_vote(state, ctx, j, j.name in failed) for j in judges)))
     history = [*previous.get("history", []), votes]
-    corrections = (state.get("corrector") or {}).get("rounds", 0)
+    corrections = corrected.rounds if corrected is not None else 0
     correcting = (
         any(v["vote"] == "revise" for v in votes)
         and corrections < ctx.settings.tribunal.max_corrections

@@ -43,12 +43,12 @@ class Situation:
 
     @classmethod
     def from_state(cls, state: Any, *, with_answer: bool = False) -> Situation:
-        route = state.get("router") or {}
+        route = state.get("router")
         context = state.get("context") or {}
         profile = context.get("profile") or {}
         return cls(
-            intent=str(route.get("intent") or ""),
-            tone=str(route.get("tone") or ""),
+            intent=route.intent if route is not None else "",
+            tone=route.tone if route is not None else "",
             memories=tuple(m["text"] for m in context.get("memories") or ()),
             profile_core=profile.get("core", ""),
             profile_adaptive=profile.get("adaptive", ""),
