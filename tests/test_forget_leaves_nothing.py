@@ -246,7 +246,7 @@ async def test_a_later_reply_the_thinker_drew_from_memory_search_is_erased_too(
     assert not later.state["context"]["retrieval"]  # not given by the enricher
     assert later.reply == f"Your bird is {WORD}."
     assert first.memory_id is not None
-    assert later.state["thinker"]["recalled"] == [{"id": first.memory_id}]
+    assert later.state["thinker"].recalled == (first.memory_id,)
     done = store.forget("default", first.memory_id)
     assert done is not None and done.later_turns == 1
     assert places_holding(engine.db, WORD) == []

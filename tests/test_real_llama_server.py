@@ -239,6 +239,6 @@ async def test_a_whole_turn_completes_in_bounded_time_with_honest_records(
     router = [c for c in calls if c.caller == "router"]
     assert router[0].json_mode == "json_schema" and router[0].outcome == "error"
     assert (router[-1].outcome == "ok") == (result.state["router"].default is False)
-    votes = result.state["tribunal"]["votes"]
+    votes = result.state["tribunal"].votes
     judge = [c for c in calls if c.caller == "judge_legal"]
-    assert votes[0]["malformed"] == (judge[-1].outcome == "malformed")
+    assert votes[0].malformed == (judge[-1].outcome == "malformed")

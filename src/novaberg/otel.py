@@ -171,12 +171,13 @@ async def turn(
 def _describe_turn(span: Span, output: Any) -> None:
     if not isinstance(output, dict):
         return
-    thinker = output.get("thinker")
-    if isinstance(thinker, dict) and isinstance(thinker.get("result"), str):
-        span.set_attribute("novaberg.thinker.result", thinker["result"])
-    court = output.get("tribunal")
-    if isinstance(court, dict) and isinstance(court.get("rounds"), int):
-        span.set_attribute("novaberg.tribunal.rounds", court["rounds"])
+    # the turn's channels (novaberg.graph.channels, a layer above this one), read by name
+    result = getattr(output.get("thinker"), "result", None)
+    if isinstance(result, str):
+        span.set_attribute("novaberg.thinker.result", result)
+    rounds = getattr(output.get("tribunal"), "rounds", None)
+    if isinstance(rounds, int):
+        span.set_attribute("novaberg.tribunal.rounds", rounds)
     reply = output.get("reply")
     if isinstance(reply, str):
         span.set_attribute("novaberg.reply_chars", len(reply))

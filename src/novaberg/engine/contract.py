@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.graph.channels import Correcting, Salience
+from novaberg.graph.channels import Correcting, Court, Salience, ThinkerRun
 from novaberg.telemetry import CallRecord, JsonMode, Outcome
 
 
@@ -144,7 +144,8 @@ def turn_contract(
     """The contract of a turn from its pieces: ``parts`` holds the turn's ``thinker``,
     ``tribunal``, ``corrector`` and ``salience`` records (the turn state's channels, or the
     stored trace's), ``stored`` whether its memory item exists."""
-    thinker, court, scored = parts.get("thinker"), parts.get("tribunal"), _view(parts, "salience")
+    thinker, court = _view(parts, "thinker"), _view(parts, "tribunal")
+    scored = _view(parts, "salience")
     return TurnContract(
         reply=reply,
         turn_id=turn_id,
@@ -161,7 +162,8 @@ def turn_contract(
 def _view(parts: Mapping[str, Any], channel: str) -> Mapping[str, Any] | None:
     """A typed channel of a live turn as its stored trace keeps it (a stored one already is)."""
     found = parts.get(channel)
-    return found.view() if isinstance(found, Salience | Correcting) else found
+    typed = Salience | Correcting | ThinkerRun | Court
+    return found.view() if isinstance(found, typed) else found
 
 
 def _tribunal(court: Mapping[str, Any], corrector: Mapping[str, Any] | None) -> TribunalView:

@@ -61,8 +61,8 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
         "reminder": reminders.trace(context.get("reminder")),
         "salience": scored.view() if (scored := final.get("salience")) is not None else None,
-        "thinker": final.get("thinker"),
-        "tribunal": final.get("tribunal"),
+        "thinker": ran.view() if (ran := final.get("thinker")) is not None else None,
+        "tribunal": court.view() if (court := final.get("tribunal")) is not None else None,
         "corrector": fixed.view() if (fixed := final.get("corrector")) is not None else None,
         # the responder's draft when the answer is another (revised, corrected, with a
         # gesture); ``None`` when the reply is the draft, which is stored once, as the reply

@@ -1,10 +1,9 @@
-"""The typed turn-state channels: what the router, the corrector, salience and memory write
-decide, each one frozen model (issue 24). :func:`~novaberg.graph.state.check_writes` refuses a
-value of another type, so a node that writes the wrong shape stops the turn at once, and mypy
-checks every read.
+"""The typed turn-state channels: what the router, the thinker, the tribunal, the corrector,
+salience and memory write decide, each one frozen model (issue 24).
+:func:`~novaberg.graph.state.check_writes` refuses a value of another type, so a node that
+writes the wrong shape stops the turn at once, and mypy checks every read.
 
-The channels of the enricher, the thinker and the tribunal (``context``, ``thinker``,
-``tribunal``) and the turn's ``events`` are still plain dicts; their shapes are in
+The enricher's ``context`` and the turn's ``events`` are still plain dicts; their shapes are in
 :mod:`novaberg.graph.state`.
 
 Each model's :meth:`view` is what the turn's stored trace keeps of it (JSON, the keys it always
@@ -113,3 +112,77 @@ class Correcting:
         if self.failed:
             out["failed"] = True
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkerRun:
+    """What the thinker did (``thinker``)."""
+
+    iterations: int
+    followup_calls: int
+    """Its ``thinker_nachfass`` calls: the answer asked for again when it came back empty."""
+    result: str
+    """ok, revised, max_iterations, unresolved, last_resort or failed."""
+    tools: tuple[str, ...] = ()
+    """The tools it called, in order."""
+    recalled: tuple[int, ...] = ()
+    """The memory items ``memory_search`` showed it (forget erases a turn that drew on one)."""
+    recalled_messages: tuple[int, ...] = ()
+    """The stored messages ``memory_search`` showed it."""
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "iterations": self.iterations,
+            "followup_calls": self.followup_calls,
+            "result": self.result,
+            "tools": list(self.tools),
+            "recalled": [
+                *({"id": i} for i in self.recalled),
+                *({"message_id": i} for i in self.recalled_messages),
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Ballot:
+    """One judge's vote in one round."""
+
+    judge: str
+    vote: Literal["ok", "revise", "abstained"]
+    reason: str
+    malformed: bool = False
+    """Its answer was unusable: read as ok."""
+    abstained: bool = False
+    """It failed (in this round or before) and did not vote; the others decide."""
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "judge": self.judge,
+            "vote": self.vote,
+            "reason": self.reason,
+            "malformed": self.malformed,
+        }
+        if self.abstained:
+            out["abstained"] = True
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Court:
+    """The tribunal's rounds (``tribunal``)."""
+
+    rounds: int
+    votes: tuple[Ballot, ...]
+    """The last round's, one per judge."""
+    history: tuple[tuple[Ballot, ...], ...]
+    """Every round's votes, oldest first."""
+    correcting: bool
+    """Whether the corrector runs next."""
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "votes": [v.view() for v in self.votes],
+            "history": [[v.view() for v in round_] for round_ in self.history],
+            "correcting": self.correcting,
+        }

@@ -15,7 +15,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
-from novaberg.graph.channels import Correcting, MemoryPlan, Route, Salience
+from novaberg.graph.channels import Correcting, Court, MemoryPlan, Route, Salience, ThinkerRun
 
 
 class TurnState(TypedDict, total=False):
@@ -31,10 +31,8 @@ class TurnState(TypedDict, total=False):
     # responder's draft, and the answer the user gets
     draft: str
     reply: str
-    # thinker: {"iterations", "followup_calls", "result"}
-    thinker: dict[str, Any] | None
-    # tribunal: {"rounds", "votes" (the last round's), "history", "correcting"}
-    tribunal: dict[str, Any] | None
+    thinker: ThinkerRun | None
+    tribunal: Court | None
     corrector: Correcting | None
     salience: Salience | None
     # the memory item the turn will store with it
@@ -47,6 +45,8 @@ DECLARED_CHANNELS: frozenset[str] = frozenset(TurnState.__annotations__)
 
 TYPED_CHANNELS: dict[str, type] = {
     "router": Route,
+    "thinker": ThinkerRun,
+    "tribunal": Court,
     "corrector": Correcting,
     "salience": Salience,
     "memory_item": MemoryPlan,

@@ -53,8 +53,9 @@ def corrector_messages(
 
 def revise_reasons(state: TurnState) -> list[str]:
     """The reasons of the judges that voted ``revise`` in the last round."""
-    votes = (state.get("tribunal") or {}).get("votes", [])
-    return [f"{v['judge']}: {v['reason'] or 'revise'}" for v in votes if v["vote"] == "revise"]
+    court = state.get("tribunal")
+    votes = court.votes if court is not None else ()
+    return [f"{v.judge}: {v.reason or 'revise'}" for v in votes if v.vote == "revise"]
 
 
 async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from novaberg.backends.base import ChatRequest
 from novaberg.errors import error_kind
+from novaberg.graph.channels import ThinkerRun
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -133,19 +134,17 @@ class _Loop:
             {"role": "tool", "tool_name": control.tool, "content": outcome.for_model()}
         )
 
-    def summary(self, result: str) -> dict[str, Any]:
-        return {
-            "iterations": self.iterations,
-            "followup_calls": self.follow_ups,
-            "result": result,
-            "tools": self.tools_used,
+    def summary(self, result: str) -> ThinkerRun:
+        return ThinkerRun(
+            iterations=self.iterations,
+            followup_calls=self.follow_ups,
+            result=result,
+            tools=tuple(self.tools_used),
             # the memory items memory_search showed the thinker, as retrieval records them:
             # forget erases a turn that drew on a forgotten item
-            "recalled": [
-                *({"id": i} for i in dict.fromkeys(self.env.recalled)),
-                *({"message_id": i} for i in dict.fromkeys(self.env.recalled_messages)),
-            ],
-        }
+            recalled=tuple(dict.fromkeys(self.env.recalled)),
+            recalled_messages=tuple(dict.fromkeys(self.env.recalled_messages)),
+        )
 
 
 async def thinker(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
@@ -200,13 +199,11 @@ def _draft_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     """The thinker failed: its calls so far, counted from the trace; the draft stays."""
     first = [c.caller for c in ctx.trace.calls if c.attempt == 1]
     return {
-        "thinker": {
-            "iterations": first.count("thinker"),
-            "followup_calls": first.count("thinker_nachfass"),
-            "result": "failed",
-            "tools": [],
-            "recalled": [],
-        }
+        "thinker": ThinkerRun(
+            iterations=first.count("thinker"),
+            followup_calls=first.count("thinker_nachfass"),
+            result="failed",
+        )
     }
 
 

@@ -16,12 +16,14 @@ failed, the answer is unchanged: no second vote, the corrections end there.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.config import Settings
 from novaberg.errors import BackendError
+from novaberg.graph.channels import Ballot, Court
 from novaberg.graph.failure import describe, record_failure
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -58,19 +60,13 @@ def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list
     return judging_prompt(ctx, caller, instruction, situation, subject, json_schema=schema)
 
 
-def abstention(judge: str, reason: str) -> dict[str, Any]:
-    return {
-        "judge": judge,
-        "vote": "abstained",
-        "reason": reason,
-        "malformed": False,
-        "abstained": True,
-    }
+def abstention(judge: str, reason: str) -> Ballot:
+    return Ballot(judge=judge, vote="abstained", reason=reason, abstained=True)
 
 
 async def _vote(
     state: TurnState, ctx: TurnContext, judge: JudgeSpec, failed_before: bool
-) -> dict[str, Any]:
+) -> Ballot:
     if failed_before:
         return abstention(judge.name, "no vote: failed earlier in this turn")
     caller = f"judge_{judge.name}"
@@ -80,13 +76,8 @@ async def _vote(
         record_failure(ctx, caller, exc, "it abstained; the other judges' votes decide")
         return abstention(judge.name, f"no vote: {describe(exc)}")
     if parsed is None:
-        return {"judge": judge.name, "vote": "ok", "reason": "", "malformed": True}
-    return {
-        "judge": judge.name,
-        "vote": parsed.vote,
-        "reason": parsed.reason.strip(),
-        "malformed": False,
-    }
+        return Ballot(judge=judge.name, vote="ok", reason="", malformed=True)
+    return Ballot(judge=judge.name, vote=parsed.vote, reason=parsed.reason.strip())
 
 
 async def _ask(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> Vote | None:
@@ -103,30 +94,25 @@ async def tribunal(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     judges = configured_judges(ctx.settings)
     if not judges:
         return {}  # no tribunal configured: the channel stays null
-    previous = state.get("tribunal") or {}
+    previous = state.get("tribunal")
     corrected = state.get("corrector")
-    if previous and corrected is not None and corrected.failed:
-        return {"tribunal": {**previous, "correcting": False}}  # the answer did not change
-    failed = {
-        v["judge"] for round_ in previous.get("history", []) for v in round_ if v.get("abstained")
-    }
-    votes = list(await asyncio.gather(*(_vote(state, ctx, j, j.name in failed) for j in judges)))
-    history = [*previous.get("history", []), votes]
+    if previous is not None and corrected is not None and corrected.failed:
+        # the answer did not change
+        return {"tribunal": replace(previous, correcting=False)}
+    before = previous.history if previous is not None else ()
+    failed = {v.judge for round_ in before for v in round_ if v.abstained}
+    votes = tuple(await asyncio.gather(*(_vote(state, ctx, j, j.name in failed) for j in judges)))
+    history = (*before, votes)
     corrections = corrected.rounds if corrected is not None else 0
     correcting = (
-        any(v["vote"] == "revise" for v in votes)
+        any(v.vote == "revise" for v in votes)
         and corrections < ctx.settings.tribunal.max_corrections
     )
-    return {
-        "tribunal": {
-            "rounds": len(history),
-            "votes": votes,
-            "history": history,
-            "correcting": correcting,
-        }
-    }
+    court = Court(rounds=len(history), votes=votes, history=history, correcting=correcting)
+    return {"tribunal": court}
 
 
 def route_after_tribunal(state: TurnState) -> str:
     """To the corrector when a judge asked for a revision and rounds are left, else on."""
-    return "corrector" if (state.get("tribunal") or {}).get("correcting") else ""
+    court = state.get("tribunal")
+    return "corrector" if court is not None and court.correcting else ""

@@ -108,8 +108,8 @@ def withheld(final: dict[str, Any]) -> str | None:
     reply = str(final.get("reply") or "").strip()
     if not reply or reply.strip(" .!").upper() == NOTHING:
         return "the model found nothing worth saying"
-    votes = (final.get("tribunal") or {}).get("votes") or []
-    if any(v.get("vote") == "revise" for v in votes):
+    court = final.get("tribunal")
+    if court is not None and any(v.vote == "revise" for v in court.votes):
         return "a judge still asked for a revision after the corrector"
     return None
 
