@@ -71,13 +71,13 @@ async def test_an_unsalient_message_of_another_conversation_reaches_the_responde
     later = await engine.run_turn(f"Remind me, which vet in {VET} did I mention?")
     assert later.conversation_id != first.conversation_id
     day = str(engine.db.scalar("SELECT created_at FROM messages ORDER BY id LIMIT 1"))[:10]
-    [given] = [g for g in later.state["context"]["retrieval"] if "message_id" in g]
+    [given] = [g.view() for g in later.state["context"].retrieval if g.message_id is not None]
     assert given["reason"].startswith("conversation: you said on ")
     assert f"'{VET.lower()}'" in given["reason"]
     system = responder_system(server)
     assert f"(the user said this on {day}) Our vet is the one in {VET}" in system
     # the trace keeps the message's id and reason, not its words (forget must find them)
-    assert VET not in json.dumps(later.state["context"]["retrieval"])
+    assert VET not in json.dumps([g.view() for g in later.state["context"].retrieval])
     why = await engine.db.run(turn_why, engine.db, later.turn_id, "default")
     assert why is not None
     [shown] = [m for m in why["retrieved"] if m.get("kind") == "message"]
@@ -106,8 +106,8 @@ async def test_the_history_a_turn_is_sent_is_not_given_again_as_found_messages(
     first = await engine.run_turn(f"The vet in {VET} was kind.")
     server.script("salience", PLAIN)
     same = await engine.run_turn(f"Was {VET} far?", conversation_id=first.conversation_id)
-    assert not [g for g in same.state["context"]["retrieval"] if "message_id" in g]
-    history = [m["content"] for m in same.state["context"]["history"]]
+    assert not [g.view() for g in same.state["context"].retrieval if g.message_id is not None]
+    history = [m.content for m in same.state["context"].history]
     assert f"The vet in {VET} was kind." in history  # it came as history, once
 
 
@@ -151,7 +151,7 @@ async def test_forget_reaches_a_later_turn_that_was_given_a_message_of_the_forgo
     server.script("salience", PLAIN)
     server.script("responder", Reply(content=f"Yes, {VET} meadow, as I said."))
     later = await engine.run_turn("Which meadow did you recommend?")
-    assert [g for g in later.state["context"]["retrieval"] if "message_id" in g]
+    assert [g.view() for g in later.state["context"].retrieval if g.message_id is not None]
     done = store.forget("default", first.memory_id)
     assert done is not None and done.later_turns == 1
     # Nova's later reply repeated the forgotten turn's words: erased with it

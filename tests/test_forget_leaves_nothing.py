@@ -206,7 +206,7 @@ async def test_a_later_reply_that_was_given_a_forgotten_item_is_erased_too(
     later = await engine.run_turn(
         f"What is my {WORD} parrot called?", conversation_id=first.conversation_id
     )
-    assert later.state["context"]["retrieval"]  # the item was given to the responder
+    assert later.state["context"].retrieval  # the item was given to the responder
     assert first.memory_id is not None
     done = store.forget("default", first.memory_id)
     assert done is not None and done.later_turns == 1
@@ -243,7 +243,7 @@ async def test_a_later_reply_the_thinker_drew_from_memory_search_is_erased_too(
         Reply(content=f"RESULT: REVISED\nYour bird is {WORD}."),
     )
     later = await engine.run_turn("How was your day, Nova?", conversation_id=first.conversation_id)
-    assert not later.state["context"]["retrieval"]  # not given by the enricher
+    assert not later.state["context"].retrieval  # not given by the enricher
     assert later.reply == f"Your bird is {WORD}."
     assert first.memory_id is not None
     assert later.state["thinker"].recalled == (first.memory_id,)

@@ -9,7 +9,7 @@ from langgraph.graph import END, START, StateGraph
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
 from novaberg.graph.build import Stage, build_turn_graph
-from novaberg.graph.channels import Correcting, MemoryPlan, Route, Salience
+from novaberg.graph.channels import Correcting, MemoryPlan, Route, Salience, TurnEvent
 from novaberg.graph.state import check_writes
 from novaberg.telemetry import Trace
 
@@ -52,23 +52,23 @@ async def test_novaberg_graph_raises_on_a_write_to_an_undeclared_channel() -> No
 
 async def test_declared_channels_pass_and_events_accumulate() -> None:
     async def one(state: Any, ctx: Any) -> dict[str, Any]:
-        return {"events": [{"type": "a"}]}
+        return {"events": [TurnEvent("a", 1, "pending")]}
 
     async def two(state: Any, ctx: Any) -> dict[str, Any]:
-        return {"events": [{"type": "b"}], "reply": "done"}
+        return {"events": [TurnEvent("b", 2, "pending")], "reply": "done"}
 
     ctx = FakeCtx()
     result = await build_turn_graph([Stage("one", one), Stage("two", two)]).ainvoke(
         {"events": []}, config={"configurable": {"turn": ctx}}
     )
-    assert result["events"] == [{"type": "a"}, {"type": "b"}]
+    assert result["events"] == [TurnEvent("a", 1, "pending"), TurnEvent("b", 2, "pending")]
     assert ctx.trace.nodes == ["one", "two"]
 
 
 async def test_conditional_stages_are_skipped_when_their_condition_is_false() -> None:
     async def mark(name: str) -> Any:
         async def node(state: Any, ctx: Any) -> dict[str, Any]:
-            return {"events": [{"type": name}]}
+            return {"events": [TurnEvent(name, 0, "pending")]}
 
         return node
 
@@ -91,8 +91,8 @@ async def test_conditional_stages_are_skipped_when_their_condition_is_false() ->
         {"events": [], "router": {"needs_check": False}},
         config={"configurable": {"turn": FakeCtx()}},
     )
-    assert [e["type"] for e in checked["events"]] == ["responder", "thinker", "salience"]
-    assert [e["type"] for e in plain["events"]] == ["responder", "salience"]
+    assert [e.type for e in checked["events"]] == ["responder", "thinker", "salience"]
+    assert [e.type for e in plain["events"]] == ["responder", "salience"]
 
 
 def test_a_node_must_return_a_mapping() -> None:
@@ -122,3 +122,10 @@ def test_a_typed_channel_takes_its_model_and_an_optional_one_none() -> None:
     }
     assert check_writes("any", written) is written
     assert check_writes("memory_write", {"memory_item": MemoryPlan("Ada", 0.9)})
+
+
+def test_events_are_turn_events() -> None:
+    with pytest.raises(GraphError, match=r"'events' as list of other items, expected a list"):
+        check_writes("thinker", {"events": [{"type": "self_trigger", "id": 1}]})
+    raised = {"events": [TurnEvent("self_trigger", 1, "pending")]}
+    assert check_writes("thinker", raised) is raised

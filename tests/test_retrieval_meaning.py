@@ -192,7 +192,7 @@ async def test_a_failing_embedder_means_full_text_and_a_notice_never_a_failed_tu
     [notice] = [n for n in result.trace.notices if "by words only" in n]
     assert notice.startswith("enricher: by words only, the embedder failed: ")
     assert "no-such-embedder" in notice
-    [chosen] = result.state["context"]["retrieval"]
+    [chosen] = [c.view() for c in result.state["context"].retrieval]
     assert "words: 'sister'" in chosen["reason"] and "meaning" not in chosen["reason"]
 
 
@@ -208,8 +208,8 @@ async def test_the_enricher_memory_search_and_the_command_find_the_same(
     settings = engine.settings
     await engine.db.run(remember, engine.db, [DOG, *NOISE], settings)
     result = await engine.run_turn(PET_QUESTION)
-    enricher = [r["id"] for r in result.state["context"]["retrieval"]]
-    assert "meaning: " in result.state["context"]["retrieval"][0]["reason"]
+    enricher = [r.id for r in result.state["context"].retrieval]
+    assert "meaning: " in result.state["context"].retrieval[0].reason
     env = ToolEnv(db=engine.db, user_id=USER, settings=settings)
     listed = await memory_search(SearchArguments(query=PET_QUESTION), env)
     assert env.recalled == enricher
@@ -345,7 +345,7 @@ async def test_without_memory_jobs_a_turns_item_gets_its_vector_beside_the_turn_
         asked = await engine.run_turn(PET_QUESTION)
     finally:
         await engine.aclose()
-    retrieval = asked.state["context"]["retrieval"]
+    retrieval = [c.view() for c in asked.state["context"].retrieval]
     [dog] = [r for r in retrieval if r["id"] == told.memory_id]
     assert dog["reason"].startswith("recent item: meaning: 0.")
     assert retrieval[0]["id"] == told.memory_id
@@ -390,7 +390,7 @@ async def test_a_turns_search_runs_from_its_start_beside_the_router_and_embeds_o
     assert [text for text, _ in started] == [PET_QUESTION]  # once, not again in the enricher
     assert started[0][1] < entered["enricher"] - 0.2  # during the router's call
     assert searched and searched[0] < entered["enricher"] - 0.2  # the words too
-    [dog] = result.state["context"]["retrieval"]
+    [dog] = [c.view() for c in result.state["context"].retrieval]
     assert dog["reason"].startswith("fact: meaning: 0.")
 
 

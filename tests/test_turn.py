@@ -339,8 +339,8 @@ async def test_an_exact_repeat_the_enricher_did_not_bring_is_not_stored_again(
     assert await engine.db.run(found, "someone-else", "short_term", "Ada keeps bees.") is None
     server.script("salience", salient("Ada keeps bees."))
     again = await engine.run_turn("How is the weather in Berlin today?")
-    given = (again.state.get("context") or {}).get("memories") or []
-    assert kept not in [m["id"] for m in given]  # the premise: not retrieved for this turn
+    given = again.state["context"].memories
+    assert kept not in [m.id for m in given]  # the premise: not retrieved for this turn
     assert f"memory_write: kept already as memory {kept}; not stored twice" in again.trace.notices
     assert (await engine.db.run(_short_term_texts, engine)).count("Ada keeps bees.") == 1
 

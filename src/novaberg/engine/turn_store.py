@@ -13,7 +13,7 @@ from typing import Any
 from novaberg.config import Memory
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
-from novaberg.graph.channels import MemoryPlan
+from novaberg.graph.channels import Context, MemoryPlan
 from novaberg.graph.state import TurnState
 from novaberg.jobs import user_events
 from novaberg.jobs.events import EventQueue
@@ -49,17 +49,17 @@ def open_conversation(db: Database, user: str, conversation_id: int | None) -> i
 
 def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
     """The turn's stored trace: what each stage decided, and who answered."""
-    context = final.get("context") or {}
+    context = final.get("context") or Context()
     return {
         "nodes": trace.nodes,
         "router": route.view() if (route := final.get("router")) is not None else None,
-        "retrieval": context.get("retrieval"),
+        "retrieval": [chosen.view() for chosen in context.retrieval],
         # what a correction the user made was about (ids only: the texts may be forgotten)
         "correction": {k: correction.get(k) for k in ("outcome", "memory_id")}
-        if (correction := context.get("correction"))
+        if (correction := context.correction)
         else None,
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
-        "reminder": reminders.trace(context.get("reminder")),
+        "reminder": reminders.trace(context.reminder),
         "salience": scored.view() if (scored := final.get("salience")) is not None else None,
         "thinker": ran.view() if (ran := final.get("thinker")) is not None else None,
         "tribunal": court.view() if (court := final.get("tribunal")) is not None else None,
@@ -95,13 +95,14 @@ def store_turn(
     only Nova's message, and none when it is withheld; its event is marked sent or dropped
     in the same transaction, so that a message is sent once or not at all."""
     item = final.get("memory_item")
-    correction = (final.get("context") or {}).get("correction")
+    context = final.get("context") or Context()
+    correction = context.correction
     regenerate = final.get("origin") == "regenerate"
     followup = final.get("origin") == "self_trigger"
-    why_not = None if proactive is None else withheld(dict(final))
+    why_not = None if proactive is None else withheld(final)
     if why_not is not None:
         trace.notices.append(f"proactive: not sent, {why_not}")
-    asked = (final.get("context") or {}).get("reminder")
+    asked = context.reminder
     document = trace_document(final, trace)
 
     def also(c: Connection, message_id: int | None) -> tuple[int, list[int]] | None:

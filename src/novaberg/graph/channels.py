@@ -1,10 +1,11 @@
-"""The typed turn-state channels: what the router, the thinker, the tribunal, the corrector,
-salience and memory write decide, each one frozen model (issue 24).
+"""The typed turn-state channels: what the router, the enricher, the thinker, the tribunal, the
+corrector, salience and memory write decide, and the events a turn raises, each one frozen model
+(issue 24).
 :func:`~novaberg.graph.state.check_writes` refuses a value of another type, so a node that
 writes the wrong shape stops the turn at once, and mypy checks every read.
 
-The enricher's ``context`` and the turn's ``events`` are still plain dicts; their shapes are in
-:mod:`novaberg.graph.state`.
+What is still a plain dict inside them says so: a correction's resolution and a reminder's
+plan (their modules' own shapes).
 
 Each model's :meth:`view` is what the turn's stored trace keeps of it (JSON, the keys it always
 had).
@@ -186,3 +187,88 @@ class Court:
             "history": [[v.view() for v in round_] for round_ in self.history],
             "correcting": self.correcting,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A memory item, or a stored message its words found, given to the responder."""
+
+    text: str
+    reason: str
+    kind: str
+    """The item's kind (short_term, long_term, event), or ``message``."""
+    id: int | None = None
+    """The memory item's id; ``None`` for a message."""
+    message_id: int | None = None
+    """The stored message's id; ``None`` for an item."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """What retrieval chose for the turn, as its trace records it (no text: forget leaves the
+    trace alone)."""
+
+    tokens: int
+    reason: str
+    id: int | None = None
+    message_id: int | None = None
+    score: float | None = None
+    """The item's score; a message has none."""
+
+    def view(self) -> dict[str, Any]:
+        if self.id is not None:
+            return {
+                "id": self.id,
+                "score": self.score,
+                "tokens": self.tokens,
+                "reason": self.reason,
+            }
+        return {"message_id": self.message_id, "tokens": self.tokens, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One message of the conversation's recent history."""
+
+    role: str
+    content: str
+
+    def message(self) -> dict[str, str]:
+        """As a chat request carries it."""
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class Dated:
+    """An event of the user's timeline around today."""
+
+    date: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the enricher gathered for the turn (``context``)."""
+
+    history: tuple[Line, ...] = ()
+    """The conversation's recent messages, oldest first."""
+    memories: tuple[Given, ...] = ()
+    """The items it found, then the stored messages (the budget cuts from the end)."""
+    retrieval: tuple[Chosen, ...] = ()
+    correction: dict[str, Any] | None = None
+    """What a correction the user made is about (:mod:`novaberg.memory.corrections`'s
+    resolution: outcome, memory id, old and new words, options), applied with the turn."""
+    reminder: dict[str, Any] | None = None
+    """What the turn does with a reminder asked for (:func:`novaberg.proactive.reminders.plan`)."""
+    profile: dict[str, str] | None = None
+    """The current profile's parts (core, adaptive) that have statements."""
+    timeline: tuple[Dated, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    """An event the turn raised (``events``; appended, never replaced): a self-trigger."""
+
+    type: str
+    id: int
+    status: str

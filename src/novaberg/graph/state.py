@@ -5,8 +5,9 @@ wrapper filters returned keys; upstream issue langgraph#8320). That is how the s
 self-trigger vanished while the log said it was set. :func:`check_writes` makes such a write an
 :class:`~novaberg.errors.UndeclaredChannelWrite` that stops the turn.
 
-Channels for nodes that come later (thinker, tribunal, corrector) are declared now, so adding
-those nodes changes no shape.
+Each node's channel holds one frozen model (:mod:`novaberg.graph.channels`), and the write guard
+refuses a value of another type, so a wrong shape stops the turn where it was written, not in a
+node after it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
-from novaberg.graph.channels import Correcting, Court, MemoryPlan, Route, Salience, ThinkerRun
+from novaberg.graph.channels import (
+    Context,
+    Correcting,
+    Court,
+    MemoryPlan,
+    Route,
+    Salience,
+    ThinkerRun,
+    TurnEvent,
+)
 
 
 class TurnState(TypedDict, total=False):
@@ -26,8 +36,7 @@ class TurnState(TypedDict, total=False):
     turn_id: int
     origin: str
     router: Route
-    # enricher: {"history": [...], "memories": [...], "profile": ..., "timeline": [...]}
-    context: dict[str, Any]
+    context: Context
     # responder's draft, and the answer the user gets
     draft: str
     reply: str
@@ -38,13 +47,14 @@ class TurnState(TypedDict, total=False):
     # the memory item the turn will store with it
     memory_item: MemoryPlan | None
     # events raised during the turn (self-triggers, background jobs); appended, never replaced
-    events: Annotated[list[dict[str, Any]], operator.add]
+    events: Annotated[list[TurnEvent], operator.add]
 
 
 DECLARED_CHANNELS: frozenset[str] = frozenset(TurnState.__annotations__)
 
 TYPED_CHANNELS: dict[str, type] = {
     "router": Route,
+    "context": Context,
     "thinker": ThinkerRun,
     "tribunal": Court,
     "corrector": Correcting,
@@ -52,7 +62,10 @@ TYPED_CHANNELS: dict[str, type] = {
     "memory_item": MemoryPlan,
 }
 """The channels whose values are models (:mod:`novaberg.graph.channels`): a write of another
-type stops the turn. ``router`` is never ``None`` once written; the others may be."""
+type stops the turn. ``router`` and ``context`` are never ``None`` once written; the others may
+be. ``events`` is a list of :class:`~novaberg.graph.channels.TurnEvent`."""
+
+NEVER_NONE = frozenset({"router", "context"})
 
 
 def check_writes(
@@ -76,10 +89,16 @@ def check_writes(
         if channel not in update:
             continue
         value = update[channel]
-        if isinstance(value, expected) or (value is None and channel != "router"):
+        if isinstance(value, expected) or (value is None and channel not in NEVER_NONE):
             continue
         raise GraphError(
             f"node '{node}' wrote {channel!r} as {type(value).__name__}, expected "
             f"{expected.__name__} (novaberg/graph/channels.py)"
+        )
+    raised = update.get("events", [])
+    if not isinstance(raised, list) or not all(isinstance(e, TurnEvent) for e in raised):
+        raise GraphError(
+            f"node '{node}' wrote 'events' as {type(raised).__name__} of other items, expected "
+            "a list of TurnEvent (novaberg/graph/channels.py)"
         )
     return update

@@ -31,6 +31,7 @@ import logging
 from datetime import date, timedelta
 from typing import Any
 
+from novaberg.graph.channels import Chosen, Context, Dated, Given, Line
 from novaberg.graph.state import TurnState
 from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
@@ -103,59 +104,47 @@ async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     heard = [h for h in found.heard if same_text(h.message.text) not in in_history]
     terms = query_terms(state["user_text"])
     p = ctx.prompts
-    said: list[dict[str, Any]] = [
-        {
-            "message_id": h.message.message_id,
-            "text": (p.said_user if h.message.role == "user" else p.said_nova).format(
+    said = [
+        Given(
+            message_id=h.message.message_id,
+            text=(p.said_user if h.message.role == "user" else p.said_nova).format(
                 day=h.message.at[:10]
             )
             + " "
             + excerpt(h.message.text, terms),
-            "reason": h.reason,
-            "kind": "message",
-        }
+            reason=h.reason,
+            kind="message",
+        )
         for h in heard
     ]
-    return {
-        "context": {
-            "history": [{"role": m.role, "content": m.content} for m in history],
-            "memories": [
-                *(
-                    {"id": r.item.id, "text": r.item.text, "reason": r.reason, "kind": r.item.kind}
-                    for r in chosen
-                ),
-                *said,  # after the items: the budget cuts from the end
-            ],
-            "retrieval": [
-                *(
-                    {
-                        "id": r.item.id,
-                        "score": round(r.score, 3),
-                        "tokens": r.tokens,
-                        "reason": r.reason,
-                    }
-                    for r in chosen
-                ),
-                *(
-                    {
-                        "message_id": m["message_id"],
-                        "tokens": estimate_tokens(len(m["text"])),
-                        "reason": m["reason"],
-                    }
-                    for m in said
-                ),
-            ],
-            "correction": None
-            if correction is None
-            else {
-                **correction.trace(),
-                "old": correction.old,
-                "new": correction.new,
-                "wrong": correction.wrong,
-                "options": list(correction.options),
-            },
-            "reminder": reminder,
-            "profile": profile or None,
-            "timeline": [{"date": e.happens_on, "text": e.text} for e in events],
-        }
-    }
+    items = [
+        Given(id=r.item.id, text=r.item.text, reason=r.reason, kind=r.item.kind) for r in chosen
+    ]
+    retrieval = [
+        *(
+            Chosen(id=r.item.id, score=round(r.score, 3), tokens=r.tokens, reason=r.reason)
+            for r in chosen
+        ),
+        *(
+            Chosen(message_id=m.message_id, tokens=estimate_tokens(len(m.text)), reason=m.reason)
+            for m in said
+        ),
+    ]
+    context = Context(
+        history=tuple(Line(role=m.role, content=m.content) for m in history),
+        memories=(*items, *said),  # the messages after the items: the budget cuts from the end
+        retrieval=tuple(retrieval),
+        correction=None
+        if correction is None
+        else {
+            **correction.trace(),
+            "old": correction.old,
+            "new": correction.new,
+            "wrong": correction.wrong,
+            "options": list(correction.options),
+        },
+        reminder=reminder,
+        profile=profile or None,
+        timeline=tuple(Dated(date=str(e.happens_on), text=e.text) for e in events),
+    )
+    return {"context": context}

@@ -40,9 +40,10 @@ def _kept_already(state: TurnState, summary: str) -> int | None:
     ``summary`` (an exact repeat is found by its own words), else ``None``. A durable fact
     saying the same does not count: consolidation links the new item to it as its source."""
     wanted = same_text(summary)
-    for memory in (state.get("context") or {}).get("memories") or []:
-        if memory.get("kind") != "short_term":
+    context = state.get("context")
+    for memory in context.memories if context is not None else ():
+        if memory.kind != "short_term" or memory.id is None:
             continue
-        if same_text(str(memory.get("text", ""))) == wanted:
-            return int(memory["id"])
+        if same_text(memory.text) == wanted:
+            return memory.id
     return None

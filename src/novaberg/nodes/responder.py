@@ -10,6 +10,7 @@ from typing import Any
 from novaberg.backends.base import ChatRequest
 from novaberg.echo import EchoFilter, EchoGuard
 from novaberg.errors import ModelOutputError
+from novaberg.graph.channels import Context
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.proactive.due import RULE as PROACTIVE_RULE
@@ -77,7 +78,7 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     (prompts/budget.py): the message whole, the background within limits.situation_tokens,
     the newest history within limits.history_tokens and what the window leaves."""
     p = ctx.prompts
-    context = state.get("context") or {}
+    context = state.get("context") or Context()
     route = state.get("router")
     rules = []
     if route is not None and route.tone:
@@ -86,10 +87,10 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
         rules.append(SECOND_PASS.get(p.language, SECOND_PASS["en"]))
     if state.get("origin") == "proactive":
         rules.append(PROACTIVE_RULE.get(p.language, PROACTIVE_RULE["en"]))
-    if context.get("correction"):
-        rules.append(correction_rule(p, context["correction"]))
-    if context.get("reminder"):
-        rules.append(confirmation(context["reminder"], p.language))
+    if context.correction:
+        rules.append(correction_rule(p, context.correction))
+    if context.reminder:
+        rules.append(confirmation(context.reminder, p.language))
     message = state["user_text"]
 
     def assemble(
@@ -122,7 +123,7 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
     )
     spent = messages_tokens(assemble(situation, [], message)) - fixed
     history, cut_history = fit_history(
-        context.get("history") or [], min(budget.history, room - spent)
+        [line.message() for line in context.history], min(budget.history, room - spent)
     )
     for what in [*cuts, *([cut_history] if cut_history else [])]:
         note(ctx.trace, "responder", what)

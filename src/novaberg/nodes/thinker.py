@@ -25,7 +25,7 @@ from typing import Any
 
 from novaberg.backends.base import ChatRequest
 from novaberg.errors import error_kind
-from novaberg.graph.channels import ThinkerRun
+from novaberg.graph.channels import ThinkerRun, TurnEvent
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
@@ -191,7 +191,7 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[
     return {
         "reply": f"{loop.draft}\n\n{gesture}",
         "thinker": loop.summary("last_resort"),
-        "events": [{"type": "self_trigger", "id": event_id, "status": "pending"}],
+        "events": [TurnEvent(type="self_trigger", id=event_id, status="pending")],
     }
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
+from novaberg.graph.state import TurnState
 from novaberg.jobs.events import Event
 from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When, next_after
@@ -103,7 +103,7 @@ class Due:
         )
 
 
-def withheld(final: dict[str, Any]) -> str | None:
+def withheld(final: TurnState) -> str | None:
     """Why a proactive turn's answer is not sent, or ``None`` (it is)."""
     reply = str(final.get("reply") or "").strip()
     if not reply or reply.strip(" .!").upper() == NOTHING:

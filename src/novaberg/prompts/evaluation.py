@@ -44,15 +44,17 @@ class Situation:
     @classmethod
     def from_state(cls, state: Any, *, with_answer: bool = False) -> Situation:
         route = state.get("router")
-        context = state.get("context") or {}
-        profile = context.get("profile") or {}
+        context = state.get("context")
+        memories = context.memories if context is not None else ()
+        profile = (context.profile if context is not None else None) or {}
+        timeline = context.timeline if context is not None else ()
         return cls(
             intent=route.intent if route is not None else "",
             tone=route.tone if route is not None else "",
-            memories=tuple(m["text"] for m in context.get("memories") or ()),
+            memories=tuple(m.text for m in memories),
             profile_core=profile.get("core", ""),
             profile_adaptive=profile.get("adaptive", ""),
-            timeline=tuple((t["date"], t["text"]) for t in context.get("timeline") or ()),
+            timeline=tuple((t.date, t.text) for t in timeline),
             background_answer=str(state.get("reply") or "") if with_answer else "",
         )
 
