@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from novaberg.nodes.context import TurnContext
 
-NodeFn = Callable[[TurnState, "TurnContext"], Awaitable[dict[str, Any]]]
+NodeFn = Callable[[TurnState, "TurnContext"], Awaitable[TurnState]]
+"""A node: the state in, the channels it writes out (a partial :class:`TurnState`)."""
 
 
 NEXT = ""
@@ -76,7 +77,7 @@ def strict(
     apply the failure rule (a fallback and a notice, or a failed turn that names the node).
     ``answer_final``: hand the reply to the caller before the node runs."""
 
-    async def node(state: TurnState, config: RunnableConfig) -> dict[str, Any]:
+    async def node(state: TurnState, config: RunnableConfig) -> TurnState:
         ctx: TurnContext = config["configurable"]["turn"]
         if answer_final and state.get("reply") is not None:
             ctx.answered(state["reply"])

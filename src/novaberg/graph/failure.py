@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from novaberg.errors import BackendError, error_kind
 
@@ -36,7 +36,7 @@ log = logging.getLogger("novaberg")
 class Fallback:
     """How the turn goes on when a node that is not essential fails after its retries."""
 
-    update: Callable[[TurnState, TurnContext], dict[str, Any]]
+    update: Callable[[TurnState, TurnContext], TurnState]
     """The node's channels as the turn continues without it."""
     consequence: str
     """What the turn does instead, for the notice ("the default route is used")."""

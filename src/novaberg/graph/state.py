@@ -13,7 +13,7 @@ node after it.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from novaberg.errors import GraphError, UndeclaredChannelWrite
 from novaberg.graph.channels import (
@@ -68,9 +68,7 @@ be. ``events`` is a list of :class:`~novaberg.graph.channels.TurnEvent`."""
 NEVER_NONE = frozenset({"router", "context"})
 
 
-def check_writes(
-    node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS
-) -> dict[str, Any]:
+def check_writes(node: str, update: Any, declared: frozenset[str] = DECLARED_CHANNELS) -> TurnState:
     """Return ``update`` if every key is a declared channel and every typed channel holds its
     model; raise otherwise."""
     if update is None:
@@ -101,4 +99,4 @@ def check_writes(
             f"node '{node}' wrote 'events' as {type(raised).__name__} of other items, expected "
             "a list of TurnEvent (novaberg/graph/channels.py)"
         )
-    return update
+    return cast(TurnState, update)  # checked above, key by key

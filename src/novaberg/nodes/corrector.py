@@ -58,7 +58,7 @@ def revise_reasons(state: TurnState) -> list[str]:
     return [f"{v.judge}: {v.reason or 'revise'}" for v in votes if v.vote == "revise"]
 
 
-async def corrector(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def corrector(state: TurnState, ctx: TurnContext) -> TurnState:
     reasons = revise_reasons(state)
     request = ChatRequest(
         caller="corrector", messages=corrector_messages(state, ctx, reasons), think=False
@@ -78,7 +78,7 @@ def _rounds_before(state: TurnState) -> int:
     return previous.rounds if previous is not None else 0
 
 
-def _answer_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+def _answer_kept(state: TurnState, ctx: TurnContext) -> TurnState:
     rounds = _rounds_before(state) + 1
     reasons = tuple(revise_reasons(state))
     return {"corrector": Correcting(rounds, reasons, applied=False, failed=True)}

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 from datetime import date, timedelta
-from typing import Any
 
 from novaberg.graph.channels import Chosen, Context, Dated, Given, Line
 from novaberg.graph.state import TurnState
@@ -47,7 +46,7 @@ TIMELINE_BACK = timedelta(days=1)
 TIMELINE_AHEAD = timedelta(days=14)
 
 
-async def enricher(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def enricher(state: TurnState, ctx: TurnContext) -> TurnState:
     user = state["user_id"]
     store = MemoryStore(ctx.db)
     if ctx.recalled is not None:  # started with the turn; usually done by now

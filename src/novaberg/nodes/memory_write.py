@@ -10,8 +10,6 @@ not stored again (a notice in the trace says which it repeats).
 
 from __future__ import annotations
 
-from typing import Any
-
 from novaberg.graph.channels import MemoryPlan
 from novaberg.graph.state import TurnState
 from novaberg.memory.store import MemoryStore
@@ -19,7 +17,7 @@ from novaberg.nodes.context import TurnContext
 from novaberg.text import same_text
 
 
-async def memory_write(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def memory_write(state: TurnState, ctx: TurnContext) -> TurnState:
     scored = state.get("salience")
     score = scored.score if scored is not None else None
     summary = scored.summary if scored is not None else ""

@@ -146,7 +146,7 @@ def instruction_texts(prompts: Prompts) -> list[str]:
     ]
 
 
-async def responder(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def responder(state: TurnState, ctx: TurnContext) -> TurnState:
     request = ChatRequest(caller="responder", messages=build_messages(state, ctx), think=False)
     guard = EchoGuard(instruction_texts(ctx.prompts))
     rest = ""

@@ -10,8 +10,6 @@ essential: unusable output or a failed call gives the safe default route (:data:
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.graph.channels import Correction, Reminder, Route
@@ -37,7 +35,7 @@ class RouterWithReminder(RouterOutput):
     reminder: Reminder | None = None
 
 
-async def router(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def router(state: TurnState, ctx: TurnContext) -> TurnState:
     reminders = ctx.settings.proactive.enabled
     system = ctx.prompts.router
     if reminders:
@@ -86,7 +84,7 @@ def _asked(reminder: Reminder | None, message: str) -> bool:
     return bool(when and reminder.what.strip()) and when in message.casefold()
 
 
-def _default_route(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+def _default_route(state: TurnState, ctx: TurnContext) -> TurnState:
     return {"router": SAFE_DEFAULT}
 
 

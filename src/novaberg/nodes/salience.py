@@ -19,7 +19,7 @@ def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]
     return salience_prompt(ctx, situation, state["user_text"])
 
 
-async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def salience(state: TurnState, ctx: TurnContext) -> TurnState:
     if state.get("origin") in ("self_trigger", "proactive"):
         # Nova's own second look (the user's message was weighed in its first turn), or a
         # message she writes first: there is no user message to weigh
@@ -31,7 +31,7 @@ async def salience(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     return {"salience": Salience(score=parsed.score, summary=parsed.summary.strip())}
 
 
-def _unscored(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+def _unscored(state: TurnState, ctx: TurnContext) -> TurnState:
     return {"salience": Salience(score=None, summary="", failed=True)}
 
 

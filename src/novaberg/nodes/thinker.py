@@ -147,7 +147,7 @@ class _Loop:
         )
 
 
-async def thinker(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def thinker(state: TurnState, ctx: TurnContext) -> TurnState:
     if not should_run(state, ctx):
         return {}
     loop = _Loop(state, ctx)
@@ -166,7 +166,7 @@ async def thinker(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
     return {"thinker": loop.summary("max_iterations")}
 
 
-async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[str, Any]:
+async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> TurnState:
     """No decision even after the follow-ups: keep the draft, promise a second look — but
     only if the second pass was really scheduled."""
     if state.get("origin") in ("self_trigger", "proactive"):
@@ -195,7 +195,7 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> dict[
     }
 
 
-def _draft_kept(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+def _draft_kept(state: TurnState, ctx: TurnContext) -> TurnState:
     """The thinker failed: its calls so far, counted from the trace; the draft stays."""
     first = [c.caller for c in ctx.trace.calls if c.attempt == 1]
     return {

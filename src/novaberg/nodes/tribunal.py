@@ -90,7 +90,7 @@ def has_judges(state: TurnState, ctx: TurnContext) -> bool:
     return bool(configured_judges(ctx.settings))
 
 
-async def tribunal(state: TurnState, ctx: TurnContext) -> dict[str, Any]:
+async def tribunal(state: TurnState, ctx: TurnContext) -> TurnState:
     judges = configured_judges(ctx.settings)
     if not judges:
         return {}  # no tribunal configured: the channel stays null
