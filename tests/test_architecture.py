@@ -345,7 +345,6 @@ SQL_LEFT = {
     "novaberg.engine.conversations",
     "novaberg.engine.import_remember",
     "novaberg.engine.remembered",
-    "novaberg.jobs.deliveries",
     "novaberg.jobs.events",
     "novaberg.jobs.user_events",
     "novaberg.jobs.worker",

@@ -23,11 +23,12 @@ import pytest
 from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.engine.service import TurnService
-from novaberg.jobs import deliveries, user_events
+from novaberg.jobs import user_events
 from novaberg.memory.store import MemoryStore
 from novaberg.proactive import schedule
 from novaberg.proactive.sender import send_due
 from novaberg.proactive.when import When, next_after, resolve, wall_time
+from novaberg.storage import deliveries
 from novaberg.testing import OllamaTestServer, Reply
 
 BERLIN = ZoneInfo("Europe/Berlin")

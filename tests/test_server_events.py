@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from novaberg.jobs import deliveries, user_events
+from novaberg.jobs import user_events
+from novaberg.storage import deliveries
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database

@@ -1,8 +1,8 @@
 """Proactive messages in ``novaberg chat``: what arrived while it was closed, shown when it
 starts, and what arrives while it is open (sent by ``novaberg serve`` or ``novaberg worker``),
 printed as it comes by a watcher thread that polls the database every ``server.events_poll_s``.
-Each is claimed for the chat first (:func:`~novaberg.jobs.deliveries.claim_proactive`): shown once,
-and never again by another chat or response."""
+Each is claimed for the chat first (:func:`~novaberg.storage.deliveries.claim_proactive`):
+shown once, and never again by another chat or response."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from novaberg.errors import NovabergError
-from novaberg.jobs import deliveries
+from novaberg.storage import deliveries
 from novaberg.storage.db import Database
 
 

@@ -28,7 +28,6 @@ from novaberg.engine.result import TurnResult
 from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
 from novaberg.errors import NovabergError, error_kind
 from novaberg.graph.state import TurnState
-from novaberg.jobs import deliveries
 from novaberg.jobs.events import EventQueue
 from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import Heed, catch_up, start_recall
@@ -37,6 +36,7 @@ from novaberg.proactive.due import Due
 from novaberg.proactive.schedule import zone
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue
+from novaberg.storage import deliveries
 from novaberg.storage.db import Database
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.mcp_servers import McpServers
@@ -229,7 +229,7 @@ class Engine:
         as running. A turn is stored whole, or marked failed/aborted with no messages stored.
         ``drain_followups=False``: return once the turn is stored; the caller runs
         :meth:`drain_self_triggers` (the server, which answers before its follow-ups). With
-        the default, the follow-ups returned count as delivered (``novaberg.jobs.deliveries``).
+        the default, the follow-ups returned count as delivered (``novaberg.storage.deliveries``).
         ``on_answer(reply)``: the answer as soon as it is final, before salience and the memory
         write (the turn is stored after it, or marked failed). ``shown``: what a front-end
         shows (its resent chat: the responder's recent history). ``notices``: for the trace,

@@ -33,9 +33,9 @@ from typing import Any
 from novaberg.engine.core import Engine
 from novaberg.engine.result import TurnResult
 from novaberg.errors import ConversationBusy, QueueFull, error_kind
-from novaberg.jobs import deliveries
 from novaberg.nodes.context import Shown
 from novaberg.proactive.due import Due
+from novaberg.storage import deliveries
 from novaberg.validation import validate_message
 
 log = logging.getLogger("novaberg")

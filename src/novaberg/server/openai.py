@@ -20,7 +20,7 @@ memory write run after); then any self-triggered follow-up of the turn ready wit
 ``server.followup_wait_s``, set apart by a rule (``---``). A follow-up not ready by then
 keeps running; it comes at the start of the conversation's next response, set apart the same
 way (and always on ``GET /api/events``): each is delivered by one response only
-(:mod:`novaberg.jobs.deliveries`). A client that goes away before the answer reached it (Stop)
+(:mod:`novaberg.storage.deliveries`). A client that goes away before the answer reached it (Stop)
 aborts the turn: stored as aborted, its message and no reply kept; after the answer, the
 turn finishes and is stored.
 """
@@ -53,12 +53,12 @@ from novaberg.engine.service import (
 )
 from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
 from novaberg.errors import NovabergError, TurnRefused, UsageError
-from novaberg.jobs.deliveries import Followup
 from novaberg.nodes.context import Shown
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, choose_conversation
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
 from novaberg.server.turns import admit, failure, refused, service_of, started, watch
+from novaberg.storage.deliveries import Followup
 from novaberg.text import is_blank, quoted
 from novaberg.validation import validate_message
 
