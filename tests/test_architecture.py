@@ -338,16 +338,11 @@ def sql_in(name: str) -> list[str]:
 
 
 SQL_LEFT = {
-    "novaberg.cli.doctor",
-    "novaberg.cli.memory",
-    "novaberg.cli.reindex",
     "novaberg.engine.chat_import",
     "novaberg.engine.conversations",
     "novaberg.engine.import_remember",
-    "novaberg.engine.remembered",
     "novaberg.jobs.events",
     "novaberg.jobs.user_events",
-    "novaberg.jobs.worker",
     "novaberg.memory.jobs",
     "novaberg.memory.store",
     "novaberg.memory.transfer",

@@ -190,6 +190,11 @@ def test_an_export_of_another_user_or_with_dangling_links_is_refused(
 def test_users_see_only_their_own_memory(ollama_env: OllamaTestServer) -> None:
     remember(ollama_env)
     assert items("list", "--user", "bob") == []
+    # and only their own memory jobs (they were everyone's)
+    assert json.loads(run("memory", "jobs", "--json").stdout)
+    bobs = run("memory", "jobs", "--user", "bob", "--json")
+    assert bobs.returncode == 0, bobs.stderr
+    assert json.loads(bobs.stdout) == []
 
 
 def v1_export(texts: list[str]) -> str:

@@ -53,6 +53,7 @@ async def _diagnose() -> dict[str, Any]:
 def _database(settings: Any) -> dict[str, Any]:
     """Open the database (applying migrations) and count what it holds for this user."""
     from novaberg.errors import StorageError
+    from novaberg.storage import counts
     from novaberg.storage.db import Database
 
     try:
@@ -60,13 +61,8 @@ def _database(settings: Any) -> dict[str, Any]:
     except StorageError as exc:
         return {"where": "?", "ok": False, "detail": str(exc)}
     try:
-        memories = db.scalar(
-            "SELECT COUNT(*) AS n FROM memories WHERE user_id = ?", (settings.user,)
-        )
-        waiting = db.scalar(
-            "SELECT COUNT(*) AS n FROM events WHERE status IN ('pending', 'running') "
-            "AND type <> 'self_trigger'"
-        )
+        memories = counts.memories_of(db, settings.user)
+        waiting = counts.jobs_waiting(db)
         return {
             "where": f"{db.dialect}: {db.where}",
             "ok": True,

@@ -265,16 +265,10 @@ def profile(user: UserOpt = None, as_json: JsonOpt = False) -> None:
 def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """The background memory jobs (consolidation, profile, timeline) and how they ended."""
     from novaberg.cli.safe import dumps, echo
-
-    db, _ = _open(user)
     from novaberg.memory.jobs import JOB_TYPES
 
-    marks = ", ".join("?" for _ in JOB_TYPES)
-    rows = db.query(
-        f"SELECT id, type, status, result, turn_id, updated_at FROM events "
-        f"WHERE type IN ({marks}) ORDER BY id",
-        JOB_TYPES,
-    )
+    db, who = _open(user)
+    rows = db.events_of_user(who, JOB_TYPES)  # the user's own, as GET /api/memory/jobs
     if as_json:
         typer.echo(dumps(rows))
         return

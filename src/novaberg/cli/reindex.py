@@ -15,6 +15,7 @@ from typing import Any
 
 from novaberg.errors import EmbedderError, UsageError
 from novaberg.memory.vectors import VectorIndex
+from novaberg.storage import memory_texts
 from novaberg.storage.db import Database
 
 BATCH = 64
@@ -60,8 +61,8 @@ def reindex(
     done = Reindexed(embedder, index.recorded().get(embedder))
     todo = index.missing(embedder, user, limit=10**9)
     if done.dim is not None and (todo or rebuild):
-        probe = db.scalar("SELECT text FROM memories ORDER BY id LIMIT 1") or "dimension check"
-        now_dim = len(embed([str(probe)])[0])
+        probe = memory_texts.first_text(db) or "dimension check"
+        now_dim = len(embed([probe])[0])
         if rebuild or now_dim != done.dim:
             if now_dim != done.dim:
                 done.notices.append(
@@ -74,19 +75,18 @@ def reindex(
     started(len(todo))
     for start in range(0, len(todo), batch):
         ids = todo[start : start + batch]
-        marks = ", ".join("?" for _ in ids)
-        rows = db.query(f"SELECT id, user_id, text FROM memories WHERE id IN ({marks})", ids)
+        rows = memory_texts.texts_of(db, ids)
         if keep is not None:
-            rows = [r for r in rows if keep(str(r["text"]))]
+            rows = [r for r in rows if keep(r.text)]
         if rows:
-            vectors = embed([str(r["text"]) for r in rows])
+            vectors = embed([r.text for r in rows])
             if len(vectors) != len(rows):
                 raise EmbedderError(
                     f"{embedder} gave {len(vectors)} vectors for {len(rows)} texts."
                 )
             with db.transaction() as c:
                 for row, vec in zip(rows, vectors, strict=True):
-                    index.upsert(c, int(row["id"]), str(row["user_id"]), embedder, vec)
+                    index.upsert(c, row.id, row.user_id, embedder, vec)
             done.computed += len(rows)
             done.dim = len(vectors[0])
         advanced(len(ids))

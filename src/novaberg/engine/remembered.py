@@ -22,8 +22,9 @@ from novaberg.errors import UsageError
 from novaberg.graph.channels import MemoryPlan
 from novaberg.jobs.events import EventQueue
 from novaberg.memory.store import MemoryStore
-from novaberg.storage.db import Database, now, process_name
+from novaberg.storage.db import Database
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
+from novaberg.storage.turns import stored_done
 from novaberg.text import is_blank
 
 ORIGIN = "remember"
@@ -67,16 +68,8 @@ def remember_statement(
         return Remembered(kept, False)
     conversation = db.latest_conversation(user) or db.new_conversation(user)
     trace = json.dumps({"origin": ORIGIN, "via": via}, ensure_ascii=False)
-    stamp = now()
     with db.transaction() as c:
-        turn_id = int(
-            c.execute(
-                "INSERT INTO turns (conversation_id, origin, user_text, status, trace_json, "
-                "started_at, finished_at, runner) VALUES (?, ?, ?, 'done', ?, ?, ?, ?) "
-                "RETURNING id",
-                (conversation, ORIGIN, statement, trace, stamp, stamp, process_name()),
-            ).scalar()
-        )
+        turn_id = stored_done(c, conversation, ORIGIN, statement, trace)
         item = MemoryPlan(text=statement, score=IMPORTANCE)
         memory_id, _ = remember_item(c, events, memory, user, item, turn_id, None, conversation)
     return Remembered(memory_id, True, turn_id)

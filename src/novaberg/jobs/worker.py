@@ -27,7 +27,8 @@ from novaberg.engine.service import TurnService
 from novaberg.errors import NovabergError, error_kind
 from novaberg.jobs.events import alive
 from novaberg.proactive.sender import Outcome, send_due
-from novaberg.storage.db import Database, now
+from novaberg.storage import turns
+from novaberg.storage.db import Database
 
 log = logging.getLogger("novaberg")
 
@@ -44,21 +45,14 @@ def abort_orphaned_turns(db: Database) -> list[int]:
     """Mark aborted the turns left ``running`` by a process of this host that is gone; return
     their ids. A turn of another host's process is left alone (its liveness is unknown here)."""
     host = socket.gethostname()
-    rows = db.query("SELECT id, runner FROM turns WHERE status = 'running' AND runner IS NOT NULL")
     aborted = []
-    for r in rows:
-        owner, _, pid = str(r["runner"]).rpartition(":")
+    for turn in turns.running_turns(db):
+        owner, _, pid = turn.runner.rpartition(":")
         if owner != host or not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid)):
             continue
-        with db.transaction() as c:
-            changed = c.execute(
-                "UPDATE turns SET status = 'aborted', error = ?, finished_at = ? "
-                "WHERE id = ? AND status = 'running' RETURNING id",
-                ("the process running it ended before the turn did", now(), r["id"]),
-            ).rows
-        if changed:
-            aborted.append(int(r["id"]))
-            log.warning("turn %d: its process is gone; marked aborted", r["id"])
+        if turns.abort_running(db, turn.id, "the process running it ended before the turn did"):
+            aborted.append(turn.id)
+            log.warning("turn %d: its process is gone; marked aborted", turn.id)
     return aborted
 
 

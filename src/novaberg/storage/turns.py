@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from novaberg.storage.db import Database
+from novaberg.storage.db import Database, now, process_name
 from novaberg.storage.sql import Connection
 from novaberg.telemetry import CallRecord
 
@@ -121,3 +121,41 @@ def replace_replies(c: Connection, turn_id: int) -> None:
         "WHERE r.id = ? AND s.origin = 'regenerate' AND s.id <> r.id)",
         (turn_id, turn_id),
     )
+
+
+def stored_done(c: Connection, conversation: int, origin: str, user_text: str, trace: str) -> int:
+    """A turn stored finished at once, in transaction ``c`` (a statement remembered without a
+    turn's words: no model ran); its id."""
+    stamp = now()
+    return int(
+        c.execute(
+            "INSERT INTO turns (conversation_id, origin, user_text, status, trace_json, "
+            "started_at, finished_at, runner) VALUES (?, ?, ?, 'done', ?, ?, ?, ?) "
+            "RETURNING id",
+            (conversation, origin, user_text, trace, stamp, stamp, process_name()),
+        ).scalar()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    id: int
+    runner: str
+    """The process running it, ``host:pid``."""
+
+
+def running_turns(db: Database) -> list[RunningTurn]:
+    """The turns left ``running`` that name the process running them."""
+    rows = db.query("SELECT id, runner FROM turns WHERE status = 'running' AND runner IS NOT NULL")
+    return [RunningTurn(int(r["id"]), str(r["runner"])) for r in rows]
+
+
+def abort_running(db: Database, turn_id: int, error: str) -> bool:
+    """Mark the turn aborted with ``error`` if it is still running; whether it was."""
+    with db.transaction() as c:
+        changed = c.execute(
+            "UPDATE turns SET status = 'aborted', error = ?, finished_at = ? "
+            "WHERE id = ? AND status = 'running' RETURNING id",
+            (error, now(), turn_id),
+        ).rows
+    return bool(changed)
