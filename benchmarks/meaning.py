@@ -49,7 +49,7 @@ from novaberg.errors import EmbedderError
 from novaberg.memory.embedding import AUTO, MIN_SIMILARITY, choose
 from novaberg.memory.retrieval import Meaning, Retriever
 from novaberg.memory.store import Kind, MemoryStore
-from novaberg.memory.vectors import VectorIndex
+from novaberg.storage.vectors import VectorIndex, open_vector_index
 from novaberg.storage.db import Database
 
 SUITE = Path(__file__).with_name("meaning_suite.json")
@@ -267,7 +267,7 @@ def fill(db: Database, facts: list[Fact], size: int, vectors: dict[str, Matrix])
     embedder, through the real store and index; return the facts' ids."""
     rng = random.Random(5)
     base = datetime.now(UTC) - timedelta(days=400)
-    index = VectorIndex(db)
+    index = open_vector_index(db)
     fact_ids: list[int] = []
     with db.transaction() as c:
         for n, text in enumerate(_items(facts, size)):
@@ -319,7 +319,7 @@ def measure_default(
         return {}
     rows = db.query("SELECT id, text FROM memories")
     own = {int(r["id"]): choose(settings, str(r["text"])).name or "" for r in rows}
-    index = OwnVectors(VectorIndex(db), own)
+    index = OwnVectors(open_vector_index(db), own)
     retriever = Retriever(MemoryStore(db), budget_tokens=10_000, max_items=TOP_K)
     out: dict[str, Any] = {}
     for kind in ("question", "lexical"):
@@ -342,7 +342,7 @@ def measure(
     db: Database, facts: list[Fact], fact_ids: list[int], queries: dict[str, dict[str, Matrix]]
 ) -> dict[str, Any]:
     """Recall@5 of each mode: full text; per embedder, vectors only and hybrid."""
-    index = VectorIndex(db)
+    index = open_vector_index(db)
     retriever = Retriever(MemoryStore(db), budget_tokens=10_000, max_items=TOP_K)
     out: dict[str, Any] = {"index": index.mode}
     for name, by_kind in queries.items():  # as a long-lived process: a large user's copy held

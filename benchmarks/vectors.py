@@ -1,4 +1,4 @@
-"""The vector index (novaberg.memory.vectors) at scale: nearest() latency at 100k items on
+"""The vector index (novaberg.storage.vectors) at scale: nearest() latency at 100k items on
 SQLite, the query embedding measured apart, the write cost per item, and the database growth
 per 1,000 items.
 
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from novaberg.memory.store import MemoryStore
-from novaberg.memory.vectors import VectorIndex
 from novaberg.storage.db import Database
+from novaberg.storage.vectors import VectorIndex, open_vector_index
 
 DIM = 384
 EMBEDDER = "bench-384"
@@ -128,7 +128,7 @@ def nearest_latency(n: int, queries: int, k: int, exact: bool) -> dict[str, Any]
         path = Path(tmp) / "bench.db"
         db = Database(path)
         try:
-            index = VectorIndex(db)
+            index = open_vector_index(db)
             filled = _fill(db, index, n, rng)
             vector_bytes = _vector_bytes_sqlite(db, index)
             stored = np.frombuffer(
@@ -141,7 +141,7 @@ def nearest_latency(n: int, queries: int, k: int, exact: bool) -> dict[str, Any]
                 dtype="<f4",
             ).reshape(-1, DIM)
             qs = (stored + 0.3 * _unit(rng, len(stored))).astype(np.float32)
-            vec0 = VectorIndex(db, cache_bytes=0)  # sqlite-vec answers every search
+            vec0 = open_vector_index(db, cache_bytes=0)  # sqlite-vec answers every search
             vec0.nearest("bench", EMBEDDER, qs[0], k)  # warm the page cache
             result: dict[str, Any] = {
                 "mode": index.mode,
@@ -171,7 +171,7 @@ def nearest_latency(n: int, queries: int, k: int, exact: bool) -> dict[str, Any]
                     _figures(
                         "exact_scan",
                         _timed(
-                            lambda q: index._nearest_exact(space, "bench", q, k),
+                            lambda q: index.scan(space, "bench", q, k),
                             qs[: max(5, queries // 10)],
                         ),
                     )

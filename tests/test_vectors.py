@@ -1,5 +1,8 @@
-"""The vector index (novaberg.memory.vectors) on SQLite with sqlite-vec and PostgreSQL with
-pgvector, the exact scan where neither is available, and `novaberg memory reindex`."""
+"""The vector index (novaberg.storage.vectors): the conformance suite every implementation
+passes on its database (sqlite-vec on SQLite, pgvector on PostgreSQL with the extension, the
+exact scan on SQLite without sqlite-vec and on PostgreSQL without pgvector), how
+:func:`open_vector_index` chooses between them, and `novaberg memory reindex`. An
+implementation that is not what its database should open is a failure, not a skip."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +21,121 @@ import pytest
 
 from novaberg.errors import VectorDimensionError
 from novaberg.memory.store import MemoryStore
-from novaberg.memory.vectors import (
+from novaberg.storage.db import Database
+from novaberg.storage.sql import SQLITE_VEC_ENV
+from novaberg.storage.vectors import (
+    ExactIndex,
+    PgvectorIndex,
+    SqliteVecIndex,
     VectorIndex,
     int8_scores,
+    open_vector_index,
     pack,
     quantize,
     rerank_count,
     top_rows,
 )
-from novaberg.storage.db import Database
-from novaberg.storage.sql import SQLITE_VEC_ENV
+from novaberg.storage.vectors.held import HeldCopies
 from novaberg.testing.postgres import create_database, drop_database
 
 NOVABERG = [sys.executable, "-m", "novaberg"]
 DIM = 32
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation of the index and the database it serves."""
+
+    name: str
+    server: str
+    """``sqlite``, or the PostgreSQL server fixture: ``pgvector_server`` or ``postgres_server``
+    (Debian's PostgreSQL, without pgvector)."""
+    cls: type[ExactIndex]
+    mode: str
+    notice: str | None
+    """What the notice of the exact scan starts with (None: no notice)."""
+    env: dict[str, str]
+
+
+IMPLEMENTATIONS = [
+    Implementation("sqlite-vec", "sqlite", SqliteVecIndex, "sqlite-vec", None, {}),
+    Implementation("pgvector", "pgvector_server", PgvectorIndex, "pgvector", None, {}),
+    Implementation(
+        "exact-sqlite",
+        "sqlite",
+        ExactIndex,
+        "exact",
+        "sqlite-vec is not loaded (turned off by",
+        {SQLITE_VEC_ENV: "off"},  # a Python that cannot load the extension
+    ),
+    Implementation(
+        "exact-postgres",
+        "postgres_server",
+        ExactIndex,
+        "exact",
+        "pgvector is not installed on this PostgreSQL server",
+        {},
+    ),
+]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS, ids=[i.name for i in IMPLEMENTATIONS])
+def implementation(request: pytest.FixtureRequest) -> Implementation:
+    impl: Implementation = request.param
+    return impl
+
+
+@pytest.fixture
+def target(
+    implementation: Implementation,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Path | str]:
+    """Where the implementation's database keeps its data (a SQLite file, or a fresh database
+    on its PostgreSQL server, dropped afterwards), with its environment set."""
+    for key, value in implementation.env.items():
+        monkeypatch.setenv(key, value)
+    if implementation.server == "sqlite":
+        yield tmp_path / "store" / "novaberg.db"
+        return
+    server = request.getfixturevalue(implementation.server)
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url)
+
+
+@pytest.fixture
+def vdb(target: Path | str) -> Iterator[Database]:
+    database = Database(target)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def opened(implementation: Implementation) -> Any:
+    """``open_vector_index``, checked to give this implementation (never another, silently)."""
+
+    def open_checked(db: Database, **kwargs: Any) -> VectorIndex:
+        index = open_vector_index(db, **kwargs)
+        assert type(index) is implementation.cls, (
+            f"{implementation.name} is not available here: the database opened "
+            f"{type(index).__name__} ({index.notice})"
+        )
+        assert index.mode == implementation.mode
+        return index
+
+    return open_checked
+
+
+def held(index: VectorIndex) -> HeldCopies:
+    """The index's in-memory copies (every implementation has them)."""
+    assert isinstance(index, ExactIndex)
+    return index.held
 
 
 def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
@@ -56,35 +161,34 @@ def store_vectors(
 
 
 def large_user(
-    db: Database, n: int, seed: int
+    db: Database, opened: Any, n: int, seed: int
 ) -> tuple[VectorIndex, VectorIndex, np.ndarray, list[int]]:
     """ada with ``n`` random vectors of the embedder "toy": an index that holds a user's copy
     from 100 vectors on, one that never does (the database's own search), the vectors, and
     their items' ids."""
-    index = VectorIndex(db, cache_from=100)
-    plain = VectorIndex(db, cache_bytes=0)
+    index = opened(db, cache_from=100)
+    plain = opened(db, cache_bytes=0)
     vectors = unit(np.random.default_rng(seed), n)
     ids = add_items(db, "ada", n)
     store_vectors(index, db, "ada", ids, vectors, "toy")
     return index, plain, vectors, ids
 
 
-@pytest.fixture
-def vdb(vector_target: Path | str) -> Iterator[Database]:
-    database = Database(vector_target)
-    try:
-        yield database
-    finally:
-        database.close()
+# -- the conformance suite: every implementation, on its database ------------------------------
+def test_the_database_opens_the_implementation_it_should(
+    vdb: Database, implementation: Implementation, opened: Any
+) -> None:
+    index = opened(vdb)
+    if implementation.notice is None:
+        assert index.notice is None
+    else:
+        assert index.notice and index.notice.startswith(implementation.notice)
+    assert index.recorded() == {} and index.stats() == [] and index.space("toy") is None
+    assert index.nearest("ada", "toy", [1.0, 0.0], 3) == []
 
 
-def expected_mode(db: Database) -> str:
-    return "sqlite-vec" if db.dialect == "sqlite" else "pgvector"
-
-
-def test_nearest_finds_the_right_item_among_many(vdb: Database) -> None:
-    index = VectorIndex(vdb)
-    assert index.mode == expected_mode(vdb) and index.notice is None
+def test_nearest_finds_the_right_item_among_many(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     rng = np.random.default_rng(1)
     ids = add_items(vdb, "ada", 2000)
     vectors = unit(rng, 2000)
@@ -104,8 +208,8 @@ def test_nearest_finds_the_right_item_among_many(vdb: Database) -> None:
     assert index.missing("toy") == []
 
 
-def test_a_user_finds_only_their_own_items(vdb: Database) -> None:
-    index = VectorIndex(vdb)
+def test_a_user_finds_only_their_own_items(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     rng = np.random.default_rng(2)
     vectors = unit(rng, 40)
     ada = add_items(vdb, "ada", 20)
@@ -118,8 +222,8 @@ def test_a_user_finds_only_their_own_items(vdb: Database) -> None:
     assert index.missing("toy", "ada") == [] and index.missing("other", "bob") == bob
 
 
-def test_embedders_are_kept_apart(vdb: Database) -> None:
-    index = VectorIndex(vdb)
+def test_embedders_are_kept_apart(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     rng = np.random.default_rng(3)
     ids = add_items(vdb, "ada", 30)
     a, b = unit(rng, 30), unit(rng, 30)
@@ -133,8 +237,8 @@ def test_embedders_are_kept_apart(vdb: Database) -> None:
     assert index.missing("model-b", "ada") == ids[:10]
 
 
-def test_superseded_facts_are_left_out(vdb: Database) -> None:
-    index = VectorIndex(vdb)
+def test_superseded_facts_are_left_out(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     rng = np.random.default_rng(4)
     ids = add_items(vdb, "ada", 50)
     vectors = unit(rng, 50)
@@ -146,8 +250,8 @@ def test_superseded_facts_are_left_out(vdb: Database) -> None:
     assert len(found) == 5 and not set(ids[:10]) & {i for i, _ in found}
 
 
-def test_forget_removes_the_vector_everywhere(vdb: Database) -> None:
-    index = VectorIndex(vdb)
+def test_forget_removes_the_vector_everywhere(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     rng = np.random.default_rng(5)
     ids = add_items(vdb, "ada", 20)
     vectors = unit(rng, 20)
@@ -155,20 +259,23 @@ def test_forget_removes_the_vector_everywhere(vdb: Database) -> None:
     assert MemoryStore(vdb).forget("ada", ids[7]) is not None
     assert ids[7] not in [i for i, _ in index.nearest("ada", "toy", vectors[7], 20)]
     assert vdb.query("SELECT 1 FROM memory_vectors WHERE memory_id = ?", (ids[7],)) == []
-    if vdb.dialect == "sqlite":
+    if index.mode == "sqlite-vec":
         table = f"memory_vec_{index.space('toy').id}"  # type: ignore[union-attr]
         assert vdb.query(f"SELECT 1 FROM {table} WHERE rowid = ?", (ids[7],)) == []
+    if vdb.dialect == "sqlite":
         # not in the index's chunks or anywhere else in the file either
         vdb.one("PRAGMA wal_checkpoint(TRUNCATE)")
         raw = Path(vdb.where).read_bytes()
         assert pack(vectors[7]) not in raw
         assert pack(vectors[8]) in raw  # the check can fail: a kept vector is found
-    else:
+    elif index.mode == "pgvector":
         assert vdb.scalar("SELECT COUNT(*) FROM memory_vectors WHERE emb IS NOT NULL") == 19
+    else:
+        assert vdb.scalar("SELECT COUNT(*) FROM memory_vectors") == 19
 
 
-def test_a_vector_of_another_length_is_refused_naming_reindex(vdb: Database) -> None:
-    index = VectorIndex(vdb)
+def test_a_vector_of_another_length_is_refused_naming_reindex(vdb: Database, opened: Any) -> None:
+    index = opened(vdb)
     ids = add_items(vdb, "ada", 2)
     rng = np.random.default_rng(6)
     store_vectors(index, vdb, "ada", ids[:1], unit(rng, 1), "toy")
@@ -187,14 +294,14 @@ def test_without_sqlite_vec_the_search_scans_exactly_with_a_notice(
     rng = np.random.default_rng(7)
     vectors = unit(rng, 60)
     db = Database(path)
-    index = VectorIndex(db)
+    index = open_vector_index(db)
     ids = add_items(db, "ada", 30)
     store_vectors(index, db, "ada", ids, vectors[:30], "toy")
     db.close()
 
     monkeypatch.setenv(SQLITE_VEC_ENV, "off")  # a Python that cannot load the extension
     db = Database(path)
-    index = VectorIndex(db)
+    index = open_vector_index(db)
     assert index.mode == "exact"
     assert index.notice and "sqlite-vec is not loaded" in index.notice
     more = add_items(db, "ada", 30, start=30)
@@ -206,7 +313,7 @@ def test_without_sqlite_vec_the_search_scans_exactly_with_a_notice(
     monkeypatch.delenv(SQLITE_VEC_ENV)  # the extension again: its index is rebuilt
     db = Database(path)
     try:
-        index = VectorIndex(db)
+        index = open_vector_index(db)
         assert index.mode == "sqlite-vec" and index.space("toy").indexed  # type: ignore[union-attr]
         found = index.nearest("ada", "toy", vectors[40], 60)
         assert found[0][0] == more[10] and ids[0] not in {i for i, _ in found}
@@ -222,7 +329,7 @@ def test_without_pgvector_the_search_scans_exactly_and_doctor_says_how_to_add_it
     try:
         db = Database(url)
         try:
-            index = VectorIndex(db)
+            index = open_vector_index(db)
             assert index.mode == "exact"
             assert index.notice and "pgvector is not installed" in index.notice
             rng = np.random.default_rng(8)
@@ -270,7 +377,7 @@ def test_pgvector_added_later_gets_the_vectors_stored_before(
                         "VALUES (?, 'toy', 'ada', ?)",
                         (memory_id, pack(vec)),
                     )
-            index = VectorIndex(db)
+            index = open_vector_index(db)
             assert index.mode == "pgvector" and index.space("toy").indexed  # type: ignore[union-attr]
             assert db.scalar("SELECT COUNT(*) FROM memory_vectors WHERE emb IS NULL") == 0
             assert index.nearest("ada", "toy", vectors[4], 1)[0][0] == ids[4]
@@ -289,9 +396,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_reindex_fills_missing_vectors_with_a_progress_bar(
-    isolated_env: Path, vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, target: Path | str, opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = vector_target
     if isinstance(target, str):
         monkeypatch.setenv("NOVABERG_DATABASE_URL", target)
     else:
@@ -306,7 +412,7 @@ def test_reindex_fills_missing_vectors_with_a_progress_bar(
             ]
             MemoryStore.add(c, "bob", "long_term", "Bob sails on weekends", 0.8, "k9")
         # vectors of the same name but 8 numbers: the model behind the name changed
-        index = VectorIndex(db)
+        index = opened(db)
         with db.transaction() as c:
             index.upsert(c, ids[0], "default", "minilm-l6-v2", [0.5] * 8)
     finally:
@@ -323,7 +429,7 @@ def test_reindex_fills_missing_vectors_with_a_progress_bar(
 
     db = Database(target)
     try:
-        index = VectorIndex(db)
+        index = opened(db)
         assert index.recorded() == {"minilm-l6-v2": 384} and index.missing("minilm-l6-v2") == []
         from novaberg.embedders import get_embedder
 
@@ -334,149 +440,140 @@ def test_reindex_fills_missing_vectors_with_a_progress_bar(
 
 
 def test_a_large_user_is_searched_in_memory_and_the_copy_stays_current(
-    vector_target: Path | str,
+    vdb: Database, opened: Any
 ) -> None:
-    """On both databases: the copy answers as the database's own search does (sqlite-vec; on
-    PostgreSQL pgvector's exact distance), and follows new, forgotten and superseded items
-    through the counts m011's triggers keep."""
-    db = Database(vector_target)
-    try:
-        index = VectorIndex(db, cache_from=100)  # the in-memory copy from 100 vectors on
-        plain = VectorIndex(db, cache_bytes=0)  # sqlite-vec alone, to compare with
-        rng = np.random.default_rng(10)
-        vectors = unit(rng, 400)
-        ids = add_items(db, "ada", 300)
-        store_vectors(index, db, "ada", ids, vectors[:300], "toy")
-        small = add_items(db, "bob", 20, start=500)
-        store_vectors(index, db, "bob", small, vectors[300:320], "toy")
-        queries = unit(rng, 5)
+    """Under every implementation: the copy answers as the database's own search does
+    (sqlite-vec; pgvector's exact distance; the exact scan), and follows new, forgotten and
+    superseded items through the counts m011's triggers keep."""
+    db = vdb
+    index = opened(db, cache_from=100)  # the in-memory copy from 100 vectors on
+    plain = opened(db, cache_bytes=0)  # the database's own search, to compare with
+    copies = held(index)
+    rng = np.random.default_rng(10)
+    vectors = unit(rng, 400)
+    ids = add_items(db, "ada", 300)
+    store_vectors(index, db, "ada", ids, vectors[:300], "toy")
+    small = add_items(db, "bob", 20, start=500)
+    store_vectors(index, db, "bob", small, vectors[300:320], "toy")
+    queries = unit(rng, 5)
 
-        def both(q: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
-            got = index.nearest("ada", "toy", q, k)
-            assert [i for i, _ in got] == [i for i, _ in plain.nearest("ada", "toy", q, k)]
-            return got
+    def both(q: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
+        got = index.nearest("ada", "toy", q, k)
+        assert [i for i, _ in got] == [i for i, _ in plain.nearest("ada", "toy", q, k)]
+        return got
 
-        both(queries[0])  # the first search in this process: sqlite-vec
-        assert not index._cache and not index._loading
-        both(queries[1])  # the second: the database answers, the copy loads meanwhile
-        key = (index.space("toy").id, "ada")  # type: ignore[union-attr]
-        assert key in index._loading or key in index._cache  # (a small copy may be done)
-        index.settle()
-        assert list(index._cache) == [key] and not index._loading
-        both(queries[2])
-        index.nearest("bob", "toy", queries[0], 5)  # 20 vectors: never copied
-        assert len(index._cache) == 1
+    both(queries[0])  # the first search in this process: the database's own
+    assert not copies.cache and not copies.loading
+    both(queries[1])  # the second: the database answers, the copy loads meanwhile
+    key = (index.space("toy").id, "ada")  # type: ignore[union-attr]
+    assert key in copies.loading or key in copies.cache  # (a small copy may be done)
+    index.settle()
+    assert list(copies.cache) == [key] and not copies.loading
+    both(queries[2])
+    index.nearest("bob", "toy", queries[0], 5)  # 20 vectors: never copied
+    assert len(copies.cache) == 1
 
-        more = add_items(db, "ada", 50, start=300)  # new items: appended to the copy
-        store_vectors(index, db, "ada", more, vectors[320:370], "toy")
-        assert both(vectors[333], 1)[0][0] == more[13]
-        assert MemoryStore(db).forget("ada", more[13]) is not None  # a removal: reloaded
-        assert more[13] not in [i for i, _ in both(vectors[333], 20)]
-        index.settle()
-        assert more[13] not in [i for i, _ in both(vectors[333], 20)]
-        with db.transaction() as c:
-            MemoryStore.supersede(c, ids[5], ids[6])
-        assert ids[5] not in [i for i, _ in both(vectors[5], 20)]
-        held = index._cache[(index.space("toy").id, "ada")]  # type: ignore[union-attr]
-        assert len(held.ids) == 349 and more[13] not in held.ids.tolist()
-    finally:
-        db.close()
+    more = add_items(db, "ada", 50, start=300)  # new items: appended to the copy
+    store_vectors(index, db, "ada", more, vectors[320:370], "toy")
+    assert both(vectors[333], 1)[0][0] == more[13]
+    assert MemoryStore(db).forget("ada", more[13]) is not None  # a removal: reloaded
+    assert more[13] not in [i for i, _ in both(vectors[333], 20)]
+    index.settle()
+    assert more[13] not in [i for i, _ in both(vectors[333], 20)]
+    with db.transaction() as c:
+        MemoryStore.supersede(c, ids[5], ids[6])
+    assert ids[5] not in [i for i, _ in both(vectors[5], 20)]
+    copy = copies.cache[(index.space("toy").id, "ada")]  # type: ignore[union-attr]
+    assert len(copy.ids) == 349 and more[13] not in copy.ids.tolist()
 
 
 def test_the_search_that_starts_loading_the_copy_does_not_wait_for_it(
-    vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+    vdb: Database, opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Loading a large user's copy takes 0.6-2 s at 100k: the search that starts it (and every
     one until it is there) is answered by the database meanwhile."""
-    db = Database(vector_target)
+    db = vdb
+    release = threading.Event()
     try:
-        index, plain, vectors, ids = large_user(db, 150, seed=22)
-        release = threading.Event()
-        real_load = VectorIndex._load
+        index, plain, vectors, ids = large_user(db, opened, 150, seed=22)
+        copies = held(index)
+        real_load = HeldCopies.load
 
-        def held_up(self: VectorIndex, *args: Any, **kwargs: Any) -> Any:
+        def held_up(self: HeldCopies, *args: Any, **kwargs: Any) -> Any:
             assert release.wait(30), "the test never released the load"
             return real_load(self, *args, **kwargs)
 
-        monkeypatch.setattr(VectorIndex, "_load", held_up)
+        monkeypatch.setattr(HeldCopies, "load", held_up)
         index.nearest("ada", "toy", vectors[0], 5)  # the first search: no copy asked for
         for q in vectors[1:4]:  # the load is held up: these must not wait for it
             got = index.nearest("ada", "toy", q, 5)
             assert got == plain.nearest("ada", "toy", q, 5)
-        assert not index._cache and len(index._loading) == 1
+        assert not copies.cache and len(copies.loading) == 1
         release.set()
         index.settle()
-        assert len(index._cache) == 1 and not index._loading
+        assert len(copies.cache) == 1 and not copies.loading
         assert index.nearest("ada", "toy", vectors[7], 1)[0][0] == ids[7]
     finally:
-        db.close()
+        release.set()
 
 
 def test_a_row_changed_under_the_copy_is_scored_as_it_is_now_and_never_for_another_user(
-    vector_target: Path | str,
+    vdb: Database, opened: Any
 ) -> None:
     """The copy's best rows are read back by their key (SQLite's rowid). Between the copy's
     check and that read, ada's newest vector can be forgotten and its rowid reused by bob's:
     ada's search must not return bob's item (nor ada's forgotten one)."""
-    db = Database(vector_target)
-    try:
-        index, _, vectors, ids = large_user(db, 150, seed=21)
-        index.nearest("ada", "toy", vectors[0], 5)
-        index.nearest("ada", "toy", vectors[0], 5)
-        index.settle()
-        space = index.space("toy")
-        assert space is not None
-        stale = index._cache[(space.id, "ada")]
-        last = ids[-1]
-        assert MemoryStore(db).forget("ada", last) is not None
-        [bobs] = add_items(db, "bob", 1, start=900)
-        store_vectors(index, db, "bob", [bobs], vectors[149:150], "toy")  # ada's last vector
-        if db.dialect == "sqlite":  # the rowid ada's row had, now bob's
-            assert (
-                db.scalar(
-                    "SELECT user_id FROM memory_vectors WHERE rowid = ?", (int(stale.keys[-1]),)
-                )
-                == "bob"
-            )
-        found = index._nearest_held(stale, space, "ada", vectors[149], 10)
-        assert bobs not in [i for i, _ in found] and last not in [i for i, _ in found]
-        assert len(found) == 10 and set(i for i, _ in found) <= set(ids[:-1])
-    finally:
-        db.close()
+    db = vdb
+    index, _, vectors, ids = large_user(db, opened, 150, seed=21)
+    index.nearest("ada", "toy", vectors[0], 5)
+    index.nearest("ada", "toy", vectors[0], 5)
+    index.settle()
+    space = index.space("toy")
+    assert space is not None
+    stale = held(index).cache[(space.id, "ada")]
+    last = ids[-1]
+    assert MemoryStore(db).forget("ada", last) is not None
+    [bobs] = add_items(db, "bob", 1, start=900)
+    store_vectors(index, db, "bob", [bobs], vectors[149:150], "toy")  # ada's last vector
+    if db.dialect == "sqlite":  # the rowid ada's row had, now bob's
+        assert (
+            db.scalar("SELECT user_id FROM memory_vectors WHERE rowid = ?", (int(stale.keys[-1]),))
+            == "bob"
+        )
+    found = held(index).nearest(stale, space, "ada", vectors[149], 10)
+    assert bobs not in [i for i, _ in found] and last not in [i for i, _ in found]
+    assert len(found) == 10 and set(i for i, _ in found) <= set(ids[:-1])
 
 
 def test_a_large_users_search_reads_as_many_rows_however_many_facts_were_superseded(
-    vector_target: Path | str, monkeypatch: pytest.MonkeyPatch
+    vdb: Database, opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Superseded facts keep their vectors. The copy must score them out, not widen the
     rows it reads back by their number (a long life supersedes thousands)."""
-    db = Database(vector_target)
-    try:
-        index, plain, vectors, ids = large_user(db, 600, seed=30)
-        rng = np.random.default_rng(31)  # a query that is none of the stored vectors
-        with db.transaction() as c:
-            for i in range(0, 600, 2):  # 300 of 600 superseded by their neighbour
-                MemoryStore.supersede(c, ids[i], ids[i + 1])
-        index.nearest("ada", "toy", vectors[1], 10)
-        index.nearest("ada", "toy", vectors[1], 10)  # the copy loads in the background
-        index.settle()
-        read: list[int] = []
-        real = Database.query
+    db = vdb
+    index, plain, vectors, ids = large_user(db, opened, 600, seed=30)
+    rng = np.random.default_rng(31)  # a query that is none of the stored vectors
+    with db.transaction() as c:
+        for i in range(0, 600, 2):  # 300 of 600 superseded by their neighbour
+            MemoryStore.supersede(c, ids[i], ids[i + 1])
+    index.nearest("ada", "toy", vectors[1], 10)
+    index.nearest("ada", "toy", vectors[1], 10)  # the copy loads in the background
+    index.settle()
+    read: list[int] = []
+    real = Database.query
 
-        def counting(self: Database, sql: str, *args: object, **kw: object) -> object:
-            rows = real(self, sql, *args, **kw)  # type: ignore[arg-type]
-            if "vec FROM memory_vectors WHERE" in sql:
-                read.append(len(rows))
-            return rows
+    def counting(self: Database, sql: str, *args: object, **kw: object) -> object:
+        rows = real(self, sql, *args, **kw)  # type: ignore[arg-type]
+        if "vec FROM memory_vectors WHERE" in sql:
+            read.append(len(rows))
+        return rows
 
-        monkeypatch.setattr(Database, "query", counting)
-        for q in (vectors[0], vectors[1], vectors[300], unit(rng, 1)[0]):
-            got = [i for i, _ in index.nearest("ada", "toy", q, 10)]
-            assert got == [i for i, _ in plain.nearest("ada", "toy", q, 10)]
-            assert len(got) == 10 and not set(got) & set(ids[0::2])
-        assert read and max(read) <= rerank_count(10, 600) < rerank_count(310, 600)
-    finally:
-        db.close()
+    monkeypatch.setattr(Database, "query", counting)
+    for q in (vectors[0], vectors[1], vectors[300], unit(rng, 1)[0]):
+        got = [i for i, _ in index.nearest("ada", "toy", q, 10)]
+        assert got == [i for i, _ in plain.nearest("ada", "toy", q, 10)]
+        assert len(got) == 10 and not set(got) & set(ids[0::2])
+    assert read and max(read) <= rerank_count(10, 600) < rerank_count(310, 600)
 
 
 def test_top_rows_picks_the_highest_scores() -> None:
@@ -545,7 +642,7 @@ def test_vectors_stored_before_this_index_keep_their_embedder(
     db = Database(database_target)
     try:
         assert "m009_vectors" in db.applied_migrations()
-        index = VectorIndex(db)
+        index = open_vector_index(db)
         assert index.recorded() == {"nomic-embed-text": 8}
         assert index.nearest("ada", "nomic-embed-text", vectors[1], 3)[0][0] == ids[1]
         assert index.missing("nomic-embed-text") == [ids[2]]

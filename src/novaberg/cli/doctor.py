@@ -150,9 +150,9 @@ def _vectors(settings: Any, db: Any) -> dict[str, Any]:
     from novaberg.cli.reindex import current_embedder
     from novaberg.embedders import NAMES, runtime_of
     from novaberg.embedders.minilm import ONNX_HINT
-    from novaberg.memory.vectors import VectorIndex
+    from novaberg.storage.vectors import open_vector_index
 
-    index = VectorIndex(db)
+    index = open_vector_index(db)
     fixes = [index.notice] if index.notice else []
     current = current_embedder(settings)
     spaces = [

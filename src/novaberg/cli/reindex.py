@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from novaberg.errors import EmbedderError, UsageError
-from novaberg.memory.vectors import VectorIndex
+from novaberg.storage.vectors import VectorIndex, open_vector_index
 from novaberg.storage import memory_texts
 from novaberg.storage.db import Database
 
@@ -142,7 +142,7 @@ def command(user: str | None, embedder: str | None, rebuild: bool, as_json: bool
     settings = guarded(lambda: load(user).settings)
     db = guarded(lambda: Database(settings.database, settings.timeouts.database_s))
     try:
-        index = guarded(lambda: VectorIndex(db))
+        index = guarded(lambda: open_vector_index(db))
         if embedder is None and per_text(settings):
             done = _each_language(db, index, settings, user, rebuild)
             name = done.embedder

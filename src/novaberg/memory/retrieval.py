@@ -5,7 +5,7 @@ Two signals find candidates:
 - **words**: the user's newest full-text matches (200) and their best-ranked matching facts
   and events however old (50) — BM25 on SQLite FTS5, ``ts_rank_cd`` on PostgreSQL;
 - **meaning**: the nearest neighbours of the message's vector among the user's item vectors of
-  the same embedder (:class:`~novaberg.memory.vectors.VectorIndex`, 50), kept when their cosine
+  the same embedder (:class:`~novaberg.storage.vectors.VectorIndex`, 50), kept when their cosine
   similarity reaches the embedder's floor (:data:`~novaberg.memory.embedding.MIN_SIMILARITY`);
 
 plus the user's newest items (10). Superseded facts (``valid_to`` set) and short-term items
@@ -117,7 +117,7 @@ def estimate_tokens(chars: int) -> int:
 
 
 class NearestIndex(Protocol):
-    """What retrieval needs of :class:`~novaberg.memory.vectors.VectorIndex`."""
+    """What retrieval needs of :class:`~novaberg.storage.vectors.VectorIndex`."""
 
     def nearest(
         self, user_id: str, embedder: str, query: Sequence[float], k: int
@@ -458,14 +458,14 @@ _indexes_lock = threading.Lock()
 
 
 def vector_index(db: Any) -> Any:
-    """The database's one :class:`~novaberg.memory.vectors.VectorIndex` (made once: making it
+    """The database's one :class:`~novaberg.storage.vectors.VectorIndex` (made once: making it
     checks the extension and builds missing indexes). Blocking: in a database worker."""
-    from novaberg.memory.vectors import VectorIndex
+    from novaberg.storage.vectors import open_vector_index
 
     with _indexes_lock:
         index = _indexes.get(db)
         if index is None:
-            index = _indexes[db] = VectorIndex(db)
+            index = _indexes[db] = open_vector_index(db)
         return index
 
 
