@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from novaberg.errors import EmbedderError, UsageError
-from novaberg.storage.vectors import VectorIndex, open_vector_index
 from novaberg.storage import memory_texts
 from novaberg.storage.db import Database
+from novaberg.storage.vectors import VectorIndex, open_vector_index
 
 BATCH = 64
 Embed = Callable[[Sequence[str]], list[list[float]]]
