@@ -80,7 +80,7 @@ async def test_an_unsalient_message_of_another_conversation_reaches_the_responde
     assert VET not in json.dumps([g.view() for g in later.state["context"].retrieval])
     why = await engine.db.run(turn_why, engine.db, later.turn_id, "default")
     assert why is not None
-    [shown] = [m for m in why["retrieved"] if m.get("kind") == "message"]
+    [shown] = [m for m in why.model_dump()["retrieved"] if m.get("kind") == "message"]
     assert shown["text"] == f"Our vet is the one in {VET}, the practice by the river."
 
 

@@ -47,6 +47,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from novaberg.errors import StorageError
+from novaberg.storage import conversations as repository
 from novaberg.storage.db import Database, Message, now
 
 MAX_CANDIDATES = 50
@@ -198,16 +200,9 @@ def history_key(messages: Sequence[Said]) -> tuple[tuple[str, ...], Counter[str]
 
 def stored_messages(db: Database, conversation: int) -> list[_Stored]:
     """The conversation's messages as GET /api/conversations/{id}/messages shows them."""
-    rows = db.query(
-        "SELECT m.role, m.content, m.turn_id, t.origin FROM messages m "
-        "JOIN turns t ON t.id = m.turn_id "
-        "WHERE m.conversation_id = ? AND t.status = 'done' AND t.forgotten_at IS NULL "
-        "ORDER BY m.id",
-        (conversation,),
-    )
     return [
-        _Stored(str(r["role"]), str(r["content"]), int(r["turn_id"]), r["origin"] == "self_trigger")
-        for r in rows
+        _Stored(r.role, r.content, r.turn_id, r.origin == "self_trigger")
+        for r in repository.said_in(db, conversation)
     ]
 
 
@@ -318,16 +313,12 @@ def _first_reply_again(db: Database, user: str, message: str, alias: str) -> Cho
     a chat's first reply): a regenerate of the conversation this greeting began when that holds
     just this one message, else ``None`` (another chat that opened with the same words, after
     another greeting, is a chat of its own)."""
-    began = db.scalar(
-        "SELECT conversation_id FROM conversation_aliases WHERE user_id = ? AND external_id = ?",
-        (user, alias),
-    )
+    began = repository.aliased(db, user, alias)
     if began is None:
         return None
-    stored = stored_messages(db, int(began))
-    said = [s for s in stored if s.role == "user" and not s.followup]
+    said = [s for s in stored_messages(db, began) if s.role == "user" and not s.followup]
     if len(said) == 1 and said[0].text.strip() == message.strip():
-        return Choice(int(began), said[0].turn_id)
+        return Choice(began, said[0].turn_id)
     return None
 
 
@@ -335,19 +326,8 @@ def _greeted_conversation(db: Database, user: str, alias: str) -> int:
     """A new conversation, named by the greeting that began it (the newest such chat)."""
     stamp = now()
     with db.transaction() as c:
-        created = int(
-            c.execute(
-                "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-                (user, stamp),
-            ).scalar()
-        )
-        c.execute(
-            "INSERT INTO conversation_aliases (user_id, external_id, conversation_id, "
-            "created_at) VALUES (?, ?, ?, ?) ON CONFLICT (user_id, external_id) "
-            "DO UPDATE SET conversation_id = excluded.conversation_id, "
-            "created_at = excluded.created_at",
-            (user, alias, created, stamp),
-        )
+        created = repository.create(c, user, stamp)
+        repository.add_alias(c, user, alias, created, stamp, replace=True)
     return created
 
 
@@ -371,24 +351,15 @@ def matching_conversation(db: Database, user: str, history: Sequence[Said], mess
         again = _first_reply_again(db, user, message, alias)
         return again or Choice(_greeted_conversation(db, user, alias), new=True)
     tail = list(dict.fromkeys(users[-TAIL_USERS:]))
-    marks = ", ".join("?" for _ in tail)
-    rows = db.query(
-        "SELECT DISTINCT m.conversation_id FROM messages m "
-        "JOIN conversations c ON c.id = m.conversation_id "
-        f"WHERE c.user_id = ? AND m.role = 'user' AND m.content IN ({marks}) "
-        "ORDER BY m.conversation_id DESC LIMIT ?",
-        (user, *tail, MAX_CANDIDATES),
-    )
     best: tuple[int, Choice] | None = None
-    for row in rows:
-        conversation = int(row["conversation_id"])
-        stored = stored_messages(db, conversation)
-        if _matches(stored, history):
+    for conversation in repository.holding_user_message(db, user, tail, MAX_CANDIDATES):
+        messages = stored_messages(db, conversation)
+        if _matches(messages, history):
             return Choice(conversation)
-        regenerated = _regenerated_turn(stored, history, message)
+        regenerated = _regenerated_turn(messages, history, message)
         if regenerated is not None:
             return Choice(conversation, regenerated)
-        near = _resembling(stored, users, message)
+        near = _resembling(messages, users, message)
         if near is not None and (best is None or near[0] > best[0]):  # newest first: ties stay
             best = (near[0], Choice(conversation, near[1]))
     return best[1] if best is not None else Choice(db.new_conversation(user), new=True)
@@ -397,29 +368,17 @@ def matching_conversation(db: Database, user: str, history: Sequence[Said], mess
 def aliased_conversation(db: Database, user: str, external: str) -> tuple[int, bool]:
     """The user's conversation for a front-end's chat id, and whether it is new (the first
     time)."""
-    found = db.scalar(
-        "SELECT conversation_id FROM conversation_aliases WHERE user_id = ? AND external_id = ?",
-        (user, external),
-    )
+    found = repository.aliased(db, user, external)
     if found is not None:
-        return int(found), False
+        return found, False
     stamp = now()
     with db.transaction() as c:  # two first requests at once: one alias wins, both use it
-        created = c.execute(
-            "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-            (user, stamp),
-        ).scalar()
-        c.execute(
-            "INSERT INTO conversation_aliases (user_id, external_id, conversation_id, "
-            "created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (user, external, created, stamp),
-        )
-        chosen = c.execute(
-            "SELECT conversation_id FROM conversation_aliases "
-            "WHERE user_id = ? AND external_id = ?",
-            (user, external),
-        ).scalar()
-    return int(chosen), int(chosen) == int(created)
+        created = repository.create(c, user, stamp)
+        repository.add_alias(c, user, external, created, stamp, replace=False)
+        chosen = repository.aliased(c, user, external)
+    if chosen is None:  # the alias was just written in this transaction
+        raise StorageError(f"The alias of conversation {created} was not stored.")
+    return chosen, chosen == created
 
 
 def shown_history(said: Sequence[Said], longest: int) -> tuple[Message, ...]:

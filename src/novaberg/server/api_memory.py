@@ -14,18 +14,30 @@ checkpoint or ``VACUUM FULL`` included: the event loop never waits for the disk.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.engine.pages import ForgottenView, MemoryItemView, MemoryPage, MemorySearch
 from novaberg.errors import UsageError
 from novaberg.memory.jobs import JOB_TYPES
 from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, recall
-from novaberg.memory.store import MemoryItem, MemoryStore, version_view
+from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import embed_imported, export_user, import_user, parse_export
+from novaberg.memory.views import (
+    ExportFile,
+    ForgottenView,
+    ImportCounts,
+    Imported,
+    MemoryItemView,
+    MemoryJob,
+    MemoryJobs,
+    MemoryPage,
+    MemorySearch,
+    MemoryShown,
+    ProfileParts,
+)
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
@@ -69,12 +81,13 @@ async def list_or_search(
         )  # fmt: skip
         return MemorySearch.of(found)
     page = await store.db.run(store.items, user, kind=kind, limit=limit + 1, offset=offset)
-    return MemoryPage(items=[MemoryItemView.of(m) for m in page[:limit]], more=len(page) > limit)
+    return MemoryPage.of(page, limit)
 
 
-@router.get("/export")
+@router.get("/export", response_model=ExportFile)
 async def export(request: Request, user: User) -> JSONResponse:
-    """Everything Nova knows about the user: the file ``novaberg memory export`` writes."""
+    """Everything Nova knows about the user: the file ``novaberg memory export`` writes (sent
+    as it writes it, an attachment)."""
     db = engine_of(request).db
     return JSONResponse(
         await db.run(export_user, db, user),
@@ -94,7 +107,7 @@ async def export(request: Request, user: User) -> JSONResponse:
         (400, "Not an export of this user, or a file that cannot be imported; nothing changed.")
     ),
 )
-async def import_(request: Request, user: User) -> dict[str, Any]:
+async def import_(request: Request, user: User) -> Imported:
     """Restore an export of this user (checked whole first; nothing changes if it cannot be
     imported: a 400 says why)."""
     raw = await request.body()
@@ -105,51 +118,46 @@ async def import_(request: Request, user: User) -> dict[str, Any]:
         await db.run(embed_imported, db, engine_of(request).settings, user)  # by meaning too
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
-    return {"imported": counts}
+    return Imported(imported=ImportCounts(**counts))
 
 
-@router.get("/profile")
-async def profile(request: Request, user: User) -> dict[str, Any]:
-    """The current profile, core and adaptive, each statement with the memories it rests on."""
+@router.get("/profile", response_model_exclude_none=True)
+async def profile(request: Request, user: User) -> ProfileParts:
+    """The current profile, core and adaptive (a part never written is left out), each
+    statement with the memories it rests on."""
     store = _store(request)
-    profile = await store.db.run(store.profile, user)
-    return {part: asdict(p) for part, p in sorted(profile.items())}
+    return ProfileParts.of(await store.db.run(store.profile, user))
 
 
 @router.get("/jobs")
-async def jobs(request: Request, user: User) -> dict[str, Any]:
+async def jobs(request: Request, user: User) -> MemoryJobs:
     """The user's background memory jobs and how they ended."""
     db = engine_of(request).db
     rows = await db.run(db.events_of_user, user, JOB_TYPES)
-    return {"items": rows}
+    return MemoryJobs(items=[MemoryJob.model_validate(r) for r in rows])
 
 
 @router.get("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))
-async def show(memory_id: int, request: Request, user: User) -> dict[str, Any]:
+async def show(memory_id: int, request: Request, user: User) -> MemoryShown:
     """One memory, with the turn and message it came from, and ``history``: every version of
     its chain, newest first (``memory show``)."""
     store = _store(request)
     if not 1 <= memory_id <= MAX_ID:
         raise _missing(memory_id)
 
-    def read() -> tuple[MemoryItem | None, dict[str, Any], list[MemoryItem]]:  # in a worker
+    def read() -> MemoryShown | None:  # in a worker
         memory = store.get(user, memory_id)
-        source = memory.source_turn_id if memory is not None else None
-        chain = store.history(user, memory_id) if memory is not None else []
-        return memory, (store.db.turn(source) if source else None) or {}, chain
+        if memory is None:
+            return None
+        source = memory.source_turn_id
+        turn = (store.db.turn(source) if source else None) or {}
+        chain = store.history(user, memory_id)
+        return MemoryShown.of_item(memory, chain, turn.get("origin"), turn.get("user_text"))
 
-    memory, turn, chain = await store.db.run(read)
-    if memory is None:
+    shown = await store.db.run(read)
+    if shown is None:
         raise _missing(memory_id)
-    item = memory.view()
-    item["history"] = [version_view(v) for v in chain]
-    item["source"] = {
-        "turn_id": memory.source_turn_id,
-        "message_id": memory.source_message_id,
-        "origin": turn.get("origin"),
-        "user_text": turn.get("user_text"),
-    }
-    return item
+    return shown
 
 
 class Correction(BaseModel):

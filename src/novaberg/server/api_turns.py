@@ -32,7 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine import Engine
 from novaberg.engine.contract import TurnContract
-from novaberg.engine.pages import ConversationPage, ImportedChats, MessagePage
+from novaberg.engine.pages import (
+    ConversationPage,
+    ImportedChats,
+    MessagePage,
+    conversation_page,
+    message_page,
+)
 from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Stored, TurnAsk
 from novaberg.engine.stored_turns import stored_turn, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
@@ -208,7 +214,7 @@ async def conversations(
 ) -> ConversationPage:
     """The user's conversations, newest first, with how many turns each has finished."""
     db = engine_of(request).db
-    return ConversationPage.of(await db.run(db.conversations_of, user, limit, offset))
+    return await db.run(conversation_page, db, user, limit, offset)
 
 
 @router.post(
@@ -264,4 +270,4 @@ async def messages(
         await db.run(db.conversation_user, conversation_id) != user
     ):
         raise _no_conversation(conversation_id)
-    return MessagePage.of(await db.run(db.conversation_messages, conversation_id))
+    return await db.run(message_page, db, conversation_id)

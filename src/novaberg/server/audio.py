@@ -17,7 +17,7 @@ transcription is remembered, without its audio, for the trace of the turn it bec
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -108,6 +108,53 @@ def _problem(exc: SpeechError | Busy) -> ApiProblem:
     return ApiProblem(500, "Speech failed; the server log names the error.", code="speech_failed")
 
 
+class _Body(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Transcript(_Body):
+    """``response_format`` json: OpenAI's transcription."""
+
+    text: str
+
+
+class TranscriptSegment(_Body):
+    id: int
+    start: float
+    end: float
+    text: str
+
+
+class VerboseTranscript(_Body):
+    """``response_format`` verbose_json: OpenAI's verbose transcription, with Nova's
+    ``confidence`` (0–1) and the ``engine`` that heard it."""
+
+    task: Literal["transcribe"]
+    language: str
+    duration: float = Field(description="The audio's length in seconds.")
+    text: str
+    segments: list[TranscriptSegment]
+    confidence: float
+    engine: str
+
+
+class AudioModel(_Body):
+    id: str
+
+
+class AudioModels(_Body):
+    models: list[AudioModel]
+
+
+class Voice(_Body):
+    id: str
+    name: str
+
+
+class Voices(_Body):
+    voices: list[Voice]
+
+
 def _transcript(heard: Heard, response_format: str) -> Response:
     if response_format == "text":
         return PlainTextResponse(heard.text + "\n")
@@ -134,7 +181,11 @@ def _transcript(heard: Heard, response_format: str) -> Response:
     "/transcriptions",
     response_model=None,
     responses={
-        200: {"content": {"application/json": {}, "text/plain": {}}},
+        200: {
+            "model": Transcript | VerboseTranscript,
+            "description": "json: {text}; verbose_json: with segments; text: the words.",
+            "content": {"text/plain": {}},
+        },
         **openai_errors(
             (400, "Audio that cannot be read (unreadable_audio), is longer than "
              "speech.max_audio_s (audio_too_long) or holds no speech (no_speech); a language "
@@ -286,20 +337,20 @@ def _speakable(text: str, limit: int) -> str:
 
 
 @router.get("/models")
-async def audio_models(user: Annotated[str, Depends(require_user)]) -> dict[str, Any]:
+async def audio_models(user: Annotated[str, Depends(require_user)]) -> AudioModels:
     """The model names the audio routes take (each is Nova's engine for the language)."""
-    return {"models": [{"id": m} for m in (*SPEAKING_MODELS, *HEARING_MODELS) if m != "nova"]}
+    return AudioModels(
+        models=[AudioModel(id=m) for m in (*SPEAKING_MODELS, *HEARING_MODELS) if m != "nova"]
+    )
 
 
 @router.get("/voices")
-async def audio_voices(
-    request: Request, user: Annotated[str, Depends(require_user)]
-) -> dict[str, Any]:
+async def audio_voices(request: Request, user: Annotated[str, Depends(require_user)]) -> Voices:
     """Nova's voices: one per language, with the engine that speaks it."""
     speakers = engines_of(request).speakers
-    return {
-        "voices": [
-            {"id": f"nova-{lang}", "name": f"Nova ({lang}, {s.name} {s.model})"}
+    return Voices(
+        voices=[
+            Voice(id=f"nova-{lang}", name=f"Nova ({lang}, {s.name} {s.model})")
             for lang, s in speakers.items()
         ]
-    }
+    )
