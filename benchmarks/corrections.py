@@ -49,7 +49,8 @@ from typing import Any
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.memory.retrieval import recall
-from novaberg.memory.store import MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.memories import Statement
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
 

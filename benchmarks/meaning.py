@@ -48,8 +48,9 @@ from novaberg.embedders.base import Matrix
 from novaberg.errors import EmbedderError
 from novaberg.memory.embedding import AUTO, MIN_SIMILARITY, choose
 from novaberg.memory.retrieval import Meaning, Retriever
-from novaberg.memory.store import Kind, MemoryStore
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.storage.memories import Kind
 from novaberg.storage.vectors import VectorIndex, open_vector_index
 
 SUITE = Path(__file__).with_name("meaning_suite.json")

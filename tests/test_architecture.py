@@ -338,13 +338,9 @@ def sql_in(name: str) -> list[str]:
 
 
 SQL_LEFT = {
-    "novaberg.engine.chat_import",
-    "novaberg.engine.import_remember",
     "novaberg.jobs.events",
     "novaberg.jobs.user_events",
     "novaberg.memory.jobs",
-    "novaberg.memory.store",
-    "novaberg.memory.transfer",
     "novaberg.proactive.due",
     "novaberg.proactive.schedule",
     "novaberg.proactive.sender",

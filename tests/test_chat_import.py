@@ -19,8 +19,9 @@ from novaberg.config import Settings, load_settings
 from novaberg.engine.chat_formats import parse
 from novaberg.errors import UsageError
 from novaberg.memory.retrieval import Heed, recall
-from novaberg.memory.store import MemoryItem, MemoryStore
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.storage.memories import MemoryItem
 from novaberg.testing import Match, OllamaTestServer, Reply
 from tests.test_cli import NOVABERG, run
 

@@ -17,7 +17,8 @@ import pytest
 from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.errors import NovabergError
-from novaberg.memory.store import MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.memories import Statement
 from novaberg.testing import OllamaTestServer, Reply
 
 USER = "default"

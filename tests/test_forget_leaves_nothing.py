@@ -16,8 +16,9 @@ import pytest
 
 from novaberg.config import load_settings
 from novaberg.engine import Engine
-from novaberg.memory.store import FORGET_MAP, MemoryStore
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.storage.forgetting import FORGET_MAP
 from novaberg.testing import OllamaTestServer, Reply, SearxngTestServer
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.registry import ToolEnv

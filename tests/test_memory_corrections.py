@@ -14,8 +14,9 @@ import pytest
 from novaberg.config import Settings, load_settings
 from novaberg.errors import UsageError
 from novaberg.memory.retrieval import recall
-from novaberg.memory.store import MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.storage.memories import Statement
 from tests.test_cli import run
 from tests.test_forget_leaves_nothing import places_holding
 

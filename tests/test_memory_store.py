@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from novaberg.memory.retrieval import Retriever, query_terms
-from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import export_user, import_user, parse_export
 from novaberg.storage.db import Database
+from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
 
 USER = "ada"
 

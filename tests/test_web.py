@@ -22,9 +22,10 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
 from novaberg.config import load_settings
-from novaberg.memory.store import MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
 from novaberg.server.app import create_app
 from novaberg.server.web import CSP, page_weight
+from novaberg.storage.memories import Statement
 from novaberg.testing import Match, OllamaTestServer, Reply
 from novaberg.text import visible
 from tests.server_helpers import Nova, running_nova

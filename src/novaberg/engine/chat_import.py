@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from novaberg.engine.chat_formats import Chat, Parsed
 from novaberg.jobs.events import EventQueue
+from novaberg.storage import conversations as conversation_rows
+from novaberg.storage import imports
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 
@@ -55,60 +57,38 @@ def import_chats(
     """Blocking (a command, or a database worker): store ``parsed``'s chats for ``user``;
     ``advanced(n)`` after each chat (a progress bar), ``n`` its messages."""
     conversations = messages = skipped = 0
-    to_weigh: list[tuple[str, int, int, int]] = []
+    to_weigh: list[imports.Unweighed] = []
     with db.transaction() as c:
         for chat in parsed.chats:
             alias = "import:" + hashlib.sha256(f"{parsed.format}\n{chat.key}".encode()).hexdigest()
-            known = c.execute(
-                "SELECT conversation_id FROM conversation_aliases "
-                "WHERE user_id = ? AND external_id = ?",
-                (user, alias),
-            ).scalar()
+            known = conversation_rows.aliased(c, user, alias)
             if known is not None:
                 skipped += 1
-                conversation = int(known)
+                conversation = known
             else:
                 conversation = _store_chat(c, user, alias, chat)
                 messages += len(chat.messages)
                 conversations += 1
             if remember:
-                to_weigh += _unweighed(c, conversation)
+                to_weigh += imports.unweighed(c, conversation)
             if advanced is not None:
                 advanced(len(chat.messages))
         events = EventQueue(db)
-        for _, turn, message, conversation in sorted(to_weigh):  # oldest message first
-            payload = {"turn_id": turn, "message_id": message}
-            events.enqueue(conversation, turn, "weigh", payload, c)
+        for u in sorted(to_weigh, key=_said_order):  # oldest message first
+            payload = {"turn_id": u.turn_id, "message_id": u.message_id}
+            events.enqueue(u.conversation_id, u.turn_id, "weigh", payload, c)
     return Imported(conversations, messages, skipped, len(to_weigh))
 
 
-def _unweighed(c: Connection, conversation: int) -> list[tuple[str, int, int, int]]:
-    """The imported user messages of ``conversation`` with no ``weigh`` event yet, as
-    (said at, turn, message, conversation)."""
-    rows = c.execute(
-        "SELECT t.started_at, t.id AS turn_id, m.id AS message_id FROM turns t "
-        "JOIN messages m ON m.turn_id = t.id AND m.role = 'user' "
-        "WHERE t.conversation_id = ? AND t.origin = 'import' AND NOT EXISTS "
-        "(SELECT 1 FROM events e WHERE e.turn_id = t.id AND e.type = 'weigh')",
-        (conversation,),
-    ).rows
-    return [
-        (str(r["started_at"]), int(r["turn_id"]), int(r["message_id"]), conversation) for r in rows
-    ]
+def _said_order(u: imports.Unweighed) -> tuple[str, int, int, int]:
+    return (u.said_at, u.turn_id, u.message_id, u.conversation_id)
 
 
 def _store_chat(c: Connection, user: str, alias: str, chat: Chat) -> int:
     """Store one chat as a new conversation; return its id."""
     started = chat.messages[0].at
-    conversation = c.execute(
-        "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-        (user, started),
-    ).scalar()
-    c.execute(
-        "INSERT INTO conversation_aliases (user_id, external_id, conversation_id, created_at) "
-        "VALUES (?, ?, ?, ?)",
-        (user, alias, conversation, now()),
-    )
+    conversation = conversation_rows.create(c, user, started)
+    imports.name_chat(c, user, alias, conversation, now())
     turn = None
     answered = True
     for message in chat.messages:
@@ -116,17 +96,9 @@ def _store_chat(c: Connection, user: str, alias: str, chat: Chat) -> int:
         # row (or one before any user message) is a turn of its own with no user message
         if message.role == "user" or answered:
             said = message.text if message.role == "user" else ""
-            turn = c.execute(
-                "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
-                "finished_at) VALUES (?, 'import', ?, 'done', ?, ?) RETURNING id",
-                (conversation, said, message.at, message.at),
-            ).scalar()
+            turn = imports.add_turn(c, conversation, said, message.at)
             answered = message.role == "assistant"
         else:
             answered = True
-        c.execute(
-            "INSERT INTO messages (conversation_id, turn_id, role, content, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (conversation, turn, message.role, message.text, message.at),
-        )
-    return int(conversation)
+        imports.add_message(c, conversation, turn, message.role, message.text, message.at)
+    return conversation

@@ -18,7 +18,8 @@ from novaberg.config import Settings
 from novaberg.engine.core import Engine
 from novaberg.errors import ConfigError
 from novaberg.memory.jobs import IMPORT_TYPES, BackgroundJobs, JobOutcome
-from novaberg.memory.store import turn_item_key
+from novaberg.memory.store import MemoryStore, turn_item_key
+from novaberg.storage import imports
 
 EMBEDDED = (
     "--remember runs salience over every imported message, and the memory jobs after it: on "
@@ -52,22 +53,12 @@ class Remembered:
 
 def unweighed(engine: Engine, user: str) -> int:
     """Blocking: ``user``'s ``weigh`` events not done yet."""
-    marks = ", ".join("?" for _ in IMPORT_TYPES)
-    found = engine.db.one(
-        "SELECT count(*) AS n FROM events e JOIN conversations c ON c.id = e.conversation_id "
-        f"WHERE c.user_id = ? AND e.type IN ({marks}) AND e.status IN ('pending', 'running')",
-        (user, *IMPORT_TYPES),
-    )
-    return 0 if found is None else int(found["n"])
+    return imports.waiting(engine.db, user, IMPORT_TYPES)
 
 
 def _kept(engine: Engine, user: str, turn_id: int | None) -> bool:
     """Blocking: whether the turn's message is now a memory item (the weigh job stored it)."""
-    found = engine.db.one(
-        "SELECT 1 AS x FROM memories WHERE user_id = ? AND item_key = ?",
-        (user, turn_item_key(turn_id)),
-    )
-    return found is not None
+    return MemoryStore.key_id(engine.db, user, turn_item_key(turn_id)) is not None
 
 
 def estimate(engine: Engine, messages: int) -> Estimate:

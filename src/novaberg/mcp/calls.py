@@ -26,7 +26,7 @@ from novaberg.errors import BackendError, ModelOutputError, NovabergError
 if TYPE_CHECKING:  # the engine's modules load with the engine (novaberg mcp answers first)
     from novaberg.engine import Engine
     from novaberg.engine.service import TurnService
-    from novaberg.memory.store import MemoryItem
+    from novaberg.storage.memories import MemoryItem
 
 MAX_ID = 2**63 - 1
 TIMELINE_BACK_DAYS = 1

@@ -41,11 +41,12 @@ from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.job_prompts import job_prompts
 from novaberg.memory.retrieval import query_terms, vector_index
-from novaberg.memory.store import FORGOTTEN, MemoryItem, MemoryStore, Statement, turn_item_key
+from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.prompts.evaluation import Situation
 from novaberg.prompts.salience import SalienceOutput, salience_prompt
 from novaberg.queue import BACKGROUND, CALL_OWNER
 from novaberg.storage.db import insert_calls
+from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
 from novaberg.structured import ask_structured
 
 log = logging.getLogger("novaberg")

@@ -68,7 +68,8 @@ from novaberg.memory.embedding import (
     embed_with_backend,
     unread_script,
 )
-from novaberg.memory.store import Candidate, MemoryItem, MemoryStore, SaidBefore
+from novaberg.memory.store import MemoryStore
+from novaberg.storage.memories import Candidate, MemoryItem, SaidBefore
 from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")

@@ -17,8 +17,9 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from novaberg.errors import UsageError
-from novaberg.memory.store import MemoryStore, Statement
+from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now
+from novaberg.storage.memories import Statement
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
 from novaberg.text import field_path, quoted
 
@@ -306,12 +307,9 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
             # back into the database it came from (a restore): the item is there under its
             # own key, or under the key an earlier import gave it; it is not added twice
             key = m.item_key if m.item_key.startswith("import:") else f"import:{m.item_key}"
-            there = c.execute(
-                "SELECT id FROM memories WHERE user_id = ? AND item_key = ?",
-                (export.user, m.item_key),
-            ).rows
-            if there and key != m.item_key:
-                new_ids[m.id] = int(there[0]["id"])
+            there = MemoryStore.key_id(c, export.user, m.item_key)
+            if there is not None and key != m.item_key:
+                new_ids[m.id] = there
                 continue
             result = MemoryStore.add(
                 c,
@@ -329,26 +327,20 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
         for m in export.memories:
             if m.id not in created:
                 continue  # imported before: what happened to it since (superseded…) stands
-            c.execute(
-                "UPDATE memories SET derived_from = ?, valid_to = ?, superseded_by = ?, "
-                "consolidated_into = ?, created_at = ? WHERE id = ?",
-                (
-                    json.dumps(sorted(new_ids[i] for i in m.derived_from)),
-                    None if m.valid_to is None else _stamp(m.valid_to),
-                    None if m.superseded_by is None else new_ids[m.superseded_by],
-                    None if m.consolidated_into is None else new_ids[m.consolidated_into],
-                    _stamp(m.created_at),
-                    new_ids[m.id],
+            MemoryStore.relink(
+                c,
+                new_ids[m.id],
+                derived_from=[new_ids[i] for i in m.derived_from],
+                valid_to=None if m.valid_to is None else _stamp(m.valid_to),
+                superseded_by=None if m.superseded_by is None else new_ids[m.superseded_by],
+                consolidated_into=(
+                    None if m.consolidated_into is None else new_ids[m.consolidated_into]
                 ),
+                created_at=_stamp(m.created_at),
             )
         store = MemoryStore(db)
         versions = 0
-        have = {
-            (r["part"], r["text"])
-            for r in c.execute(
-                "SELECT part, text FROM profiles WHERE user_id = ?", (export.user,)
-            ).rows
-        }
+        have = MemoryStore.profile_texts(c, export.user)
         for p in export.profile:
             what = f"{p.part} profile version {p.version} of the export"
             statements = [

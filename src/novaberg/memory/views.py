@@ -1,5 +1,5 @@
 """What the memory routes answer, as models built from the store's own objects
-(:class:`~novaberg.memory.store.MemoryItem`, :class:`~novaberg.memory.store.Profile`, a
+(:class:`~novaberg.storage.memories.MemoryItem`, :class:`~novaberg.storage.memories.Profile`, a
 search's :class:`~novaberg.memory.retrieval.Recall`): ``GET /api/memory`` (a page, or a search),
 ``GET /api/memory/{id}`` (one item with its history and source), its correction, retraction
 and forget, ``GET /api/memory/profile``, ``GET /api/memory/jobs``, the export file and what an
@@ -16,7 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.memory.retrieval import Heard, Recall
-from novaberg.memory.store import MemoryItem, Profile, version_view
+from novaberg.memory.store import version_view
+from novaberg.storage.memories import MemoryItem, Profile
 
 Kind = Literal["short_term", "long_term", "event"]
 

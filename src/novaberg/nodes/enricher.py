@@ -34,11 +34,12 @@ from novaberg.graph.channels import Chosen, Context, Dated, Given, Line
 from novaberg.graph.state import TurnState
 from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
-from novaberg.memory.store import MemoryItem, MemoryStore
+from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import TurnContext
 from novaberg.proactive.reminders import plan
 from novaberg.queue import FOREGROUND
 from novaberg.storage.db import Message
+from novaberg.storage.memories import MemoryItem
 from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")

@@ -5,8 +5,9 @@ Migrations are the ``mNNN_name.sql`` files in ``migrations/sqlite`` and
 once, recorded in ``_migrations``. They are append-only: a released migration never changes;
 a change of schema is a new file.
 
-Memory queries live in :mod:`novaberg.memory.store`; this module keeps conversations, turns,
-call records, events and the connections themselves.
+Memory queries live in :mod:`novaberg.storage.memories` (forgetting's in
+:mod:`novaberg.storage.forgetting`); this module keeps conversations, turns, call records,
+events and the connections themselves.
 
 Threads: a :class:`Database` owns a small pool of worker threads (``novaberg-db_N``), each with
 its own connection (sqlite3 refuses a connection shared across threads; a psycopg connection
