@@ -362,3 +362,51 @@ def test_sql_lives_in_storage_and_the_modules_not_yet_moved() -> None:
         f"SQL outside storage/: {sorted(holding - SQL_LEFT)}; no SQL left, take off SQL_LEFT: "
         f"{sorted(SQL_LEFT - holding)}"
     )
+
+
+def past_the_engine(module: str) -> set[str]:
+    """The packages below the engine that a door module imports directly (the base layer, the
+    engine, its own package and the other doors it composes are not counted)."""
+    own = module.split(".")[1]
+    targets = set(imported_modules(module))
+    named = {t for t in targets if not any(o.startswith(t + ".") for o in targets)}
+    return {
+        t.split(".")[1]
+        for t in named  # a package counts only when it is imported itself
+        if "." in t
+        and t.split(".")[1] not in {own, "engine"}
+        and t not in DRIVERS
+        and 0 < layer_of(t) < 4
+    }
+
+
+SERVER_PAST_ENGINE = {
+    "novaberg.server.api_details": {"memory", "storage"},
+    "novaberg.server.api_events": {"jobs", "storage"},
+    "novaberg.server.api_memory": {"memory", "storage"},
+    "novaberg.server.api_proactive": {"proactive"},
+    "novaberg.server.audio": {"speech"},
+    "novaberg.server.auth": {"storage"},
+    "novaberg.server.conversations": {"storage"},
+    "novaberg.server.metrics": {"queue", "stats"},
+    "novaberg.server.openai": {"context", "nodes", "storage"},
+    "novaberg.server.stats_api": {"stats"},
+    "novaberg.server.turns": {"speech"},
+}
+"""What ``server/`` still reaches below the engine for (issue 24, part 4: left): a route
+should speak HTTP to the engine, and the engine to memory, storage and the rest. The map can
+only shrink: a module that stops reaching a package comes off it, and no other may add one."""
+
+
+def test_the_engine_check_counts_what_lies_below_the_engine() -> None:
+    assert past_the_engine("novaberg.server.api_memory") >= {"memory"}
+    assert "engine" not in past_the_engine("novaberg.server.api_turns")
+    assert not past_the_engine("novaberg.server.errors")
+
+
+def test_the_server_reaches_below_the_engine_only_where_it_still_does() -> None:
+    found = {m: p for m in SERVER if (p := past_the_engine(m))}
+    grown = {m: sorted(p - SERVER_PAST_ENGINE.get(m, set())) for m, p in found.items()}
+    shrunk = {m: sorted(p - found.get(m, set())) for m, p in SERVER_PAST_ENGINE.items()}
+    assert not any(grown.values()), f"server reaches below the engine, newly: {grown}"
+    assert not any(shrunk.values()), f"no longer reached, take off SERVER_PAST_ENGINE: {shrunk}"
