@@ -15,10 +15,10 @@ import pytest
 
 from novaberg.config import load_settings
 from novaberg.engine import Engine
+from novaberg.engine.why import turn_why
 from novaberg.errors import NovabergError
 from novaberg.memory.retrieval import Heed, recall
 from novaberg.memory.store import MemoryStore
-from novaberg.server.api_details import turn_why
 from novaberg.testing import OllamaTestServer, Reply
 from tests.test_forget_leaves_nothing import places_holding
 

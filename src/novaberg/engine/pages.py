@@ -4,7 +4,7 @@ conversations (``GET /api/conversations``) and a conversation's messages (``GET
 :func:`message_page` from the repository's typed rows (:mod:`novaberg.storage.conversations`),
 and what a chat import did. Their fields are the JSON the routes have always sent
 (``{"items": [...]}``); as ``response_model`` they put those fields into ``/openapi.json``. The
-memory pages are :mod:`novaberg.memory.views`.
+memory pages are :mod:`novaberg.engine.memory_pages`.
 """
 
 from __future__ import annotations

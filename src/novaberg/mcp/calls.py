@@ -1,7 +1,7 @@
 """What each of Nova's MCP tools does, for the user a :class:`Seat` names, through the same
-engine functions as the CLI and ``/api``: ``recall`` is the enricher's retrieval, ``forget``
-the store's complete forget (``memory forget``), ``correct`` and ``retract`` the store's
-(``memory correct``, ``memory retract``), ``remember`` the engine's
+engine doors as ``/api``: ``recall``, ``forget``, ``correct``, ``retract``, ``timeline`` and
+``profile`` are the engine's door to a user's memory (:class:`~novaberg.engine.memories.Memories`:
+the enricher's retrieval, the store's complete forget, its corrections), ``remember`` the engine's
 :func:`~novaberg.engine.remembered.remember_statement`, and ``talk`` one turn admitted by the
 engine's turn service (:class:`~novaberg.engine.service.TurnService`), as ``/api/turns``.
 
@@ -153,14 +153,10 @@ def _item(memory: MemoryItem) -> dict[str, Any]:
 
 
 async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
-    from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
-    from novaberg.telemetry import Trace
+    from novaberg.engine.memories import Memories
+    from novaberg.memory.retrieval import heard_view
 
-    engine = seat.engine
-    found = await recall(
-        engine.db, engine.settings, seat.user, query, queue=engine.queue, trace=Trace(),
-        max_items=k, budget_tokens=100_000, what="mcp recall", messages=Heed(SEARCH_MESSAGES),
-    )  # fmt: skip
+    found = await Memories(seat.engine).search(seat.user, query, k=k, what="mcp recall")
     # validated in one pass (a model each, built one by one, was a third of the door's time)
     items = [_item(r.item) | {"reason": r.reason, "score": round(r.score, 3)} for r in found.items]
     messages = [heard_view(h) for h in found.heard]
@@ -181,13 +177,10 @@ async def do_remember(seat: Seat, text: str) -> RememberResult:
 
 
 async def do_forget(seat: Seat, memory_id: int) -> ForgetResult:
-    from novaberg.memory.store import MemoryStore
+    from novaberg.engine.memories import Memories
 
-    store = MemoryStore(seat.engine.db)
     # forget compacts the files (a checkpoint, or VACUUM FULL): in a worker, never the loop
-    done = (
-        await store.db.run(store.forget, seat.user, memory_id) if 1 <= memory_id <= MAX_ID else None
-    )
+    done = await Memories(seat.engine).forget(seat.user, memory_id)
     if done is None:
         raise Missing(f"There is no memory {memory_id}.")
     return ForgetResult(
@@ -207,14 +200,9 @@ class Changed(Result):
 
 async def do_correct(seat: Seat, memory_id: int, text: str) -> Changed:
     """The store's correction by hand (``memory correct``, ``PATCH /api/memory/{id}``)."""
-    from novaberg.memory.store import MemoryStore
+    from novaberg.engine.memories import Memories
 
-    store = MemoryStore(seat.engine.db)
-    new = (
-        await store.db.run(store.correct, seat.user, memory_id, text)
-        if (1 <= memory_id <= MAX_ID)
-        else None
-    )
+    new = await Memories(seat.engine).correct(seat.user, memory_id, text)
     if new is None:
         raise Missing(f"There is no memory {memory_id}.")
     return Changed(memory=Item(**_item(new)), replaces=memory_id)
@@ -222,39 +210,30 @@ async def do_correct(seat: Seat, memory_id: int, text: str) -> Changed:
 
 async def do_retract(seat: Seat, memory_id: int) -> Changed:
     """The store's retraction (``memory retract``, ``POST /api/memory/{id}/retract``)."""
-    from novaberg.memory.store import MemoryStore
+    from novaberg.engine.memories import Memories
 
-    store = MemoryStore(seat.engine.db)
-    ended = (
-        await store.db.run(store.retract, seat.user, memory_id)
-        if (1 <= memory_id <= MAX_ID)
-        else None
-    )
+    ended = await Memories(seat.engine).retract(seat.user, memory_id)
     if ended is None:
         raise Missing(f"There is no memory {memory_id}.")
     return Changed(memory=Item(**_item(ended)), replaces=None)
 
 
 async def do_timeline(seat: Seat, start: date | None, end: date | None) -> TimelineResult:
-    from novaberg.memory.store import MemoryStore
+    from novaberg.engine.memories import Memories
 
     today = date.today()
     first = start or today - timedelta(days=TIMELINE_BACK_DAYS)
     last = end or max(first, today) + timedelta(days=TIMELINE_AHEAD_DAYS)
-    store = MemoryStore(seat.engine.db)
-    entries = await store.db.run(
-        store.events_between, seat.user, first.isoformat(), last.isoformat()
-    )
+    entries = await Memories(seat.engine).timeline(seat.user, first, last)
     return TimelineResult(
         start=first.isoformat(), end=last.isoformat(), items=[Item(**_item(e)) for e in entries]
     )
 
 
 async def do_profile(seat: Seat) -> ProfileResult:
-    from novaberg.memory.store import MemoryStore
+    from novaberg.engine.memories import Memories
 
-    store = MemoryStore(seat.engine.db)
-    parts = await store.db.run(store.profile, seat.user)
+    parts = await Memories(seat.engine).profile(seat.user)
     shown = {
         name: ProfilePart(
             version=p.version,

@@ -1,23 +1,26 @@
-"""What the memory routes answer, as models built from the store's own objects
-(:class:`~novaberg.storage.memories.MemoryItem`, :class:`~novaberg.storage.memories.Profile`, a
-search's :class:`~novaberg.memory.retrieval.Recall`): ``GET /api/memory`` (a page, or a search),
-``GET /api/memory/{id}`` (one item with its history and source), its correction, retraction
-and forget, ``GET /api/memory/profile``, ``GET /api/memory/jobs``, the export file and what an
-import did. Their fields, in their order, are the JSON those routes have always sent
+"""What the memory routes answer (and a correction's body), as models built from the store's
+own objects (:class:`~novaberg.storage.memories.MemoryItem`,
+:class:`~novaberg.storage.memories.Profile`, a search's
+:class:`~novaberg.memory.retrieval.Recall`, what :class:`~novaberg.engine.memories.Memories`
+gives): ``GET /api/memory`` (a page, or a search), ``GET /api/memory/{id}`` (one item with its
+history and source), its correction, retraction and forget, what forgetting would remove,
+``GET /api/memory/profile``, ``GET /api/memory/jobs``, the export file and what an import did.
+Their fields, in their order, are the JSON those routes have always sent
 (``../shared/DESIGN.md``: each item with ``id`` and ``text``); as ``response_model`` they put
 those fields into ``/openapi.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.engine.memories import Family, Page, Shown
 from novaberg.memory.retrieval import Heard, Recall
 from novaberg.memory.store import version_view
 from novaberg.storage.memories import MemoryItem, Profile
+from novaberg.storage.text import MEMORY_TEXT_LIMIT
 
 Kind = Literal["short_term", "long_term", "event"]
 
@@ -74,11 +77,8 @@ class MemoryPage(_Body):
     more: bool = Field(description="Whether there is a next page.")
 
     @classmethod
-    def of(cls, found: Iterable[MemoryItem], limit: int) -> MemoryPage:
-        """A page of at most ``limit`` items from ``found`` (read with one more than
-        ``limit``: whether that one came says ``more``)."""
-        items = list(found)
-        return cls(items=[MemoryItemView.of(m) for m in items[:limit]], more=len(items) > limit)
+    def of(cls, page: Page) -> MemoryPage:
+        return cls(items=[MemoryItemView.of(m) for m in page.items], more=page.more)
 
 
 class FoundItemView(MemoryItemView):
@@ -156,21 +156,16 @@ class MemoryShown(MemoryItemView):
     source: SourceView
 
     @classmethod
-    def of_item(
-        cls,
-        item: MemoryItem,
-        chain: Iterable[MemoryItem],
-        origin: str | None,
-        user_text: str | None,
-    ) -> MemoryShown:
+    def of_shown(cls, shown: Shown) -> MemoryShown:
+        item = shown.item
         return cls(
             **_fields(item),
-            history=[VersionView.of(v) for v in chain],
+            history=[VersionView.of(v) for v in shown.chain],
             source=SourceView(
                 turn_id=item.source_turn_id,
                 message_id=item.source_message_id,
-                origin=origin,
-                user_text=user_text,
+                origin=shown.origin,
+                user_text=shown.user_text,
             ),
         )
 
@@ -281,3 +276,32 @@ class ForgottenView(_Body):
     events_scrubbed: int
     calls_scrubbed: int
     files: str = Field(description="What was done so the database files keep no copy.")
+
+
+class Correction(BaseModel):
+    """The body of ``PATCH /api/memory/{id}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = Field(None, max_length=MEMORY_TEXT_LIMIT, description="What it says now.")
+
+
+class FamilyItem(_Body):
+    id: int
+    kind: str
+    text: str
+
+
+class FamilyView(_Body):
+    """``GET /api/memory/{id}/family``: what forgetting the memory would remove with it."""
+
+    id: int
+    items: list[FamilyItem] = Field(description="The memory itself first, then the others.")
+    source_turns: list[int] = Field(description="The turns whose words would be erased.")
+
+    @classmethod
+    def of(cls, memory_id: int, family: Family) -> FamilyView:
+        return cls(
+            id=memory_id,
+            items=[FamilyItem(id=i.id, kind=i.kind, text=i.text) for i in family.items],
+            source_turns=family.source_turns,
+        )
