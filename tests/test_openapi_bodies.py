@@ -112,6 +112,6 @@ def test_a_turn_and_the_pages_have_the_contracts_fields(schema: dict[str, Any]) 
 
 
 def test_the_switches_body_has_a_field_per_proactive_kind() -> None:
-    from novaberg.server.api_proactive import Switches
+    from novaberg.engine.scheduled import Switches
 
     assert tuple(Switches.model_fields) == PROACTIVE_KINDS

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from fastapi import Request
 
+from novaberg.engine import Engine
 from novaberg.engine.conversations import (
     Choice,
     Said,
@@ -21,7 +22,6 @@ from novaberg.engine.conversations import (
     matching_conversation,
 )
 from novaberg.server.errors import ApiProblem
-from novaberg.storage.db import Database
 from novaberg.text import is_blank
 
 CONVERSATION_HEADER = "X-Novaberg-Conversation-Id"
@@ -37,10 +37,11 @@ def _not_found(conversation: str) -> ApiProblem:
 
 
 async def choose_conversation(
-    request: Request, db: Database, user: str, history: Sequence[Said], message: str
+    request: Request, engine: Engine, user: str, history: Sequence[Said], message: str
 ) -> Choice:
     """The conversation this request's turn goes into (created when new), and the turn it
     regenerates, if it is one."""
+    db = engine.db
     named = request.headers.get(CONVERSATION_HEADER)
     if named is not None:
         text = named.strip()

@@ -343,7 +343,7 @@ async def chat_completions(
         raise ApiProblem(400, str(exc), code="invalid_message") from exc
     history = resent_history(body.messages)
     attached = attached_to(body.messages)
-    choice = await choose_conversation(request, engine.db, user, history, message)
+    choice = await choose_conversation(request, engine, user, history, message)
     unread = unread_parts(last)
     aside = await _aside(engine, choice.conversation, unread)
     ask = TurnAsk(
