@@ -21,7 +21,7 @@ from novaberg.graph.state import TurnState
 from novaberg.jobs.events import Event
 from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When, next_after
-from novaberg.storage.db import now
+from novaberg.storage import proactive as store
 from novaberg.storage.sql import Connection
 
 NOTHING = "NOTHING"
@@ -118,11 +118,7 @@ def record(c: Connection, due: Due, status: str, result: str) -> int | None:
     """In one transaction with what caused it (the proactive turn's, or the sender's when it
     drops one unsent): the event ``sent`` or ``dropped`` with ``result`` and, for a
     repeating reminder, the next one scheduled at the same wall time; its id."""
-    c.execute(
-        "UPDATE events SET status = ?, result = ?, updated_at = ?, claimed_until = NULL "
-        "WHERE id = ?",
-        (status, result, now(), due.event_id),
-    )
+    store.settle(c, due.event_id, status, result)
     if due.repeat is None:
         return None
     zone = ZoneInfo(due.zone)
@@ -130,21 +126,17 @@ def record(c: Connection, due: Due, status: str, result: str) -> int | None:
     upcoming = next_after(When(local, local, due.repeat), zone)
     if upcoming is None:
         return None
-    row = c.execute(
-        "SELECT v.user_id, e.conversation_id, e.payload FROM events e "
-        "JOIN conversations v ON v.id = e.conversation_id WHERE e.id = ?",
-        (due.event_id,),
-    ).one()
+    row = store.owner_of(c, due.event_id)
     assert row is not None
-    cause = str(json.loads(str(row["payload"])).get("cause", ""))
+    cause = str(row.payload.get("cause", ""))
     return schedule(
         c,
-        str(row["user_id"]),
+        row.user_id,
         due.text,
         upcoming,
         cause=cause,
         cause_key=f"repeat:{due.event_id}",
         kind=due.kind,
         turn_id=due.asked_in,
-        conversation=int(row["conversation_id"]),
+        conversation=row.conversation_id,
     )

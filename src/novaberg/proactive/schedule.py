@@ -28,10 +28,12 @@ from zoneinfo import ZoneInfo
 from novaberg.config import PROACTIVE_KINDS, Settings
 from novaberg.errors import UsageError
 from novaberg.proactive.when import When
+from novaberg.storage import conversations
+from novaberg.storage import proactive as store
 from novaberg.storage.db import Database, now
+from novaberg.storage.proactive import ALL, ProactiveRow
 from novaberg.storage.sql import Connection
 
-TYPE = "proactive"
 SHOWN = {
     "pending": "scheduled",
     "running": "scheduled",
@@ -39,7 +41,6 @@ SHOWN = {
     "dropped": "dropped",
     "cancelled": "cancelled",
 }
-ALL = "*"
 
 
 def zone(settings: Settings) -> ZoneInfo:
@@ -98,39 +99,30 @@ class Scheduled:
         }
 
 
-def from_row(row: dict[str, Any]) -> Scheduled:
-    payload = json.loads(str(row["payload"]))
+def from_row(row: ProactiveRow) -> Scheduled:
+    payload = row.payload
     return Scheduled(
-        id=int(row["id"]),
+        id=row.id,
         kind=str(payload.get("kind", "reminder")),
-        due_at=str(row["due_at"]),
-        status=SHOWN.get(str(row["status"]), str(row["status"])),
+        due_at=row.due_at,
+        status=SHOWN.get(row.status, row.status),
         cause=str(payload.get("cause", "")),
         text=str(payload.get("text", "")),
         local=str(payload.get("local", "")),
         repeat=payload.get("repeat"),
-        reason=str(row.get("result") or ""),
-        turn_id=None if row.get("turn_id") is None else int(row["turn_id"]),
+        reason=row.result,
+        turn_id=row.turn_id,
     )
 
 
 def latest_conversation(c: Connection, user: str) -> int:
     """The conversation the user spoke in last; their newest one; else a new one."""
-    found = c.execute(
-        "SELECT t.conversation_id FROM turns t JOIN conversations v ON v.id = t.conversation_id "
-        "WHERE v.user_id = ? ORDER BY t.started_at DESC, t.id DESC LIMIT 1",
-        (user,),
-    ).scalar()
+    found = store.last_spoken_in(c, user)
     if found is None:
-        found = c.execute(
-            "SELECT id FROM conversations WHERE user_id = ? ORDER BY id DESC LIMIT 1", (user,)
-        ).scalar()
+        found = store.newest_conversation(c, user)
     if found is None:
-        found = c.execute(
-            "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-            (user, now()),
-        ).scalar()
-    return int(found)
+        found = conversations.create(c, user, now())
+    return found
 
 
 def schedule(
@@ -166,45 +158,24 @@ def schedule(
         payload["ahead"] = ahead  # an event's message the day(s) before it
     if sources:
         payload["sources"] = sorted(sources)  # the memories it rests on (a concern, an event)
-    stamped = now()
-    row = c.execute(
-        "INSERT INTO events (conversation_id, turn_id, type, status, payload, created_at, "
-        "updated_at, due_at, cause_key) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING RETURNING id",
-        (
-            where,
-            turn_id,
-            TYPE,
-            json.dumps(payload, ensure_ascii=False),
-            stamped,
-            stamped,
-            stamp(when.due),
-            key,
-        ),
-    ).scalar()
-    if row is None:
-        row = c.execute("SELECT id FROM events WHERE cause_key = ?", (key,)).scalar()
-    return int(row)
+    return store.add(
+        c,
+        conversation=where,
+        turn_id=turn_id,
+        payload=payload,
+        due_at=stamp(when.due),
+        cause_key=key,
+    )
 
 
 def listing(db: Database, user: str, *, everything: bool = False) -> list[Scheduled]:
     """The user's proactive messages, soonest first: those still scheduled, or (with
     ``everything``) all, the final ones too."""
-    final = "" if everything else " AND e.status IN ('pending', 'running')"
-    rows = db.query(
-        "SELECT e.* FROM events e JOIN conversations v ON v.id = e.conversation_id "
-        f"WHERE v.user_id = ? AND e.type = ?{final} ORDER BY e.due_at, e.id",
-        (user, TYPE),
-    )
-    return [from_row(r) for r in rows]
+    return [from_row(r) for r in store.messages_of(db, user, everything=everything)]
 
 
 def get(db: Database, user: str, event_id: int) -> Scheduled | None:
-    row = db.one(
-        "SELECT e.* FROM events e JOIN conversations v ON v.id = e.conversation_id "
-        "WHERE v.user_id = ? AND e.type = ? AND e.id = ?",
-        (user, TYPE, event_id),
-    )
+    row = store.message(db, user, event_id)
     return None if row is None else from_row(row)
 
 
@@ -215,11 +186,7 @@ def cancel(db: Database, user: str, event_id: int) -> Scheduled | None:
     if found is None:
         return None
     with db.transaction() as c:
-        changed = c.execute(
-            "UPDATE events SET status = 'cancelled', result = ?, updated_at = ?, "
-            "claimed_until = NULL WHERE id = ? AND status IN ('pending', 'running') RETURNING id",
-            ("cancelled by the user", now(), event_id),
-        ).rows
+        changed = store.cancel(c, event_id, "cancelled by the user")
     if not changed:
         raise UsageError(f"Message {event_id} is {found.status} already; nothing to cancel.")
     return get(db, user, event_id)
@@ -231,19 +198,13 @@ def switch(db: Database, user: str, enabled: bool, kind: str | None = None) -> N
         raise UsageError(f"Unknown kind {kind!r}: one of {', '.join(PROACTIVE_KINDS)}.")
     with db.transaction() as c:
         if kind is None:  # all: one switch for everything, the kinds' own ones forgotten
-            c.execute("DELETE FROM proactive_switches WHERE user_id = ?", (user,))
-        c.execute(
-            "INSERT INTO proactive_switches (user_id, kind, enabled, updated_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (user_id, kind) DO UPDATE SET "
-            "enabled = excluded.enabled, updated_at = excluded.updated_at",
-            (user, kind or ALL, int(enabled), now()),
-        )
+            store.forget_switches(c, user)
+        store.set_switch(c, user, kind or ALL, enabled)
 
 
 def switches(db: Database, user: str) -> dict[str, bool]:
     """Whether each kind is on for the user (their switches over the default: on)."""
-    rows = db.query("SELECT kind, enabled FROM proactive_switches WHERE user_id = ?", (user,))
-    chosen = {str(r["kind"]): bool(r["enabled"]) for r in rows}
+    chosen = store.switches_of(db, user)
     everything = chosen.get(ALL, True)
     return {kind: chosen.get(kind, everything) for kind in PROACTIVE_KINDS}
 
@@ -303,14 +264,10 @@ def follow_event(c: Connection, user: str, old: int, new: int, text: str, day: d
 
     from novaberg.proactive.when import wall_time
 
-    rows = c.execute(
-        "SELECT e.id, e.payload FROM events e JOIN conversations v ON v.id = e.conversation_id "
-        "WHERE v.user_id = ? AND e.type = ? AND e.status = 'pending' AND e.cause_key IN (?, ?)",
-        (user, TYPE, event_key(old, 0), event_key(old, 1)),
-    ).rows
+    rows = store.pending_of_causes(c, user, (event_key(old, 0), event_key(old, 1)))
     done = []
     for row in rows:
-        payload = json.loads(str(row["payload"]))
+        payload = dict(row.payload)
         ahead = int(payload.get("ahead", 0))
         where = ZoneInfo(str(payload.get("zone", "UTC")))
         clock = datetime.fromisoformat(str(payload["local"])).time().replace(tzinfo=None)
@@ -321,18 +278,11 @@ def follow_event(c: Connection, user: str, old: int, new: int, text: str, day: d
             local=local.isoformat(timespec="minutes"),
             cause=f"the timeline: memory {new} on {day.isoformat()}",
         )
-        stored = json.dumps(payload, ensure_ascii=False)
         if local <= datetime.now(UTC):
-            c.execute(
-                "UPDATE events SET status = 'cancelled', result = ?, payload = ?, "
-                "updated_at = ? WHERE id = ?",
-                (f"its event moved to {day.isoformat()}, already past", stored, now(), row["id"]),
-            )
-            done.append(f"message {row['id']} cancelled (its new day has passed)")
+            reason = f"its event moved to {day.isoformat()}, already past"
+            store.cancel_with(c, row.id, reason, payload)
+            done.append(f"message {row.id} cancelled (its new day has passed)")
             continue
-        c.execute(
-            "UPDATE events SET due_at = ?, cause_key = ?, payload = ?, updated_at = ? WHERE id = ?",
-            (stamp(local), event_key(new, ahead), stored, now(), row["id"]),
-        )
-        done.append(f"message {row['id']} moved to {local.isoformat(timespec='minutes')}")
+        store.move(c, row.id, stamp(local), event_key(new, ahead), payload)
+        done.append(f"message {row.id} moved to {local.isoformat(timespec='minutes')}")
     return done

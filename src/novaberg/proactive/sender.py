@@ -28,7 +28,6 @@ stays scheduled. Every log line says what happened only after it was stored.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -38,9 +37,10 @@ from novaberg.errors import ConversationBusy, NovabergError, QueueFull, error_ki
 from novaberg.jobs.events import Event
 from novaberg.proactive import due as due_module
 from novaberg.proactive.due import Due
-from novaberg.proactive.schedule import TYPE, latest_conversation, stamp, switches, zone
+from novaberg.proactive.schedule import latest_conversation, stamp, switches, zone
 from novaberg.proactive.when import wall_time
-from novaberg.storage.db import now
+from novaberg.storage import proactive as store
+from novaberg.storage.proactive import TYPE
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -200,11 +200,7 @@ def _hold(engine: Engine, event_id: int) -> None:
     """Blocking: the claim of this process kept for :data:`HOLD_S` more seconds."""
     until = datetime.now(UTC) + timedelta(seconds=HOLD_S)
     with engine.db.transaction() as c:
-        c.execute(
-            "UPDATE events SET claimed_until = ?, updated_at = ? WHERE id = ? "
-            "AND status = 'running'",
-            (stamp(until), now(), event_id),
-        )
+        store.hold(c, event_id, stamp(until))
 
 
 def _release(
@@ -213,28 +209,15 @@ def _release(
     """Blocking: pending again (claimable at the next sweep), moved to ``until`` if given."""
     with engine.db.transaction() as c:
         if attempts is not None:
-            payload = json.loads(
-                str(c.execute("SELECT payload FROM events WHERE id = ?", (event_id,)).scalar())
-            )
+            payload = store.payload_of(c, event_id)
             payload["attempts"] = attempts
-            c.execute(
-                "UPDATE events SET payload = ? WHERE id = ?",
-                (json.dumps(payload, ensure_ascii=False), event_id),
-            )
-        moved = "" if until is None else ", due_at = ?"
-        params: list[object] = [now()]
-        if until is not None:
-            params.append(stamp(until))
-        c.execute(
-            f"UPDATE events SET status = 'pending', claimed_until = NULL, updated_at = ?{moved} "
-            "WHERE id = ? AND status = 'running'",
-            (*params, event_id),
-        )
+            store.set_payload(c, event_id, payload)
+        store.release(c, event_id, None if until is None else stamp(until))
 
 
 def _status(engine: Engine, event_id: int) -> tuple[str, str]:
-    row = engine.db.one("SELECT status, result FROM events WHERE id = ?", (event_id,))
-    return ("", "") if row is None else (str(row["status"]), str(row["result"]))
+    row = store.status_of(engine.db, event_id)
+    return ("", "") if row is None else (row.status, row.result)
 
 
 def _latest(engine: Engine, user: str) -> int:
@@ -257,35 +240,20 @@ def _event_current(engine: Engine, user: str, sources: tuple[int, ...]) -> bool:
     corrected or told again has moved its messages to its new version already)."""
     if not sources:
         return True
-    marks = ", ".join("?" * len(sources))
-    current = engine.db.query(
-        f"SELECT id FROM memories WHERE user_id = ? AND id IN ({marks}) AND valid_to IS NULL",
-        (user, *sources),
-    )
+    current = store.current_memories(engine.db, user, sources)
     return len(current) == len(set(sources))
 
 
 def _turn_running(engine: Engine, user: str) -> bool:
-    return (
-        engine.db.one(
-            "SELECT 1 AS x FROM turns t JOIN conversations v ON v.id = t.conversation_id "
-            "WHERE v.user_id = ? AND t.status = 'running' LIMIT 1",
-            (user,),
-        )
-        is not None
-    )
+    return store.turn_running(engine.db, user)
 
 
 def _sent_today(engine: Engine, user: str, at: datetime, where: ZoneInfo) -> int:
     """Messages other than reminders sent to ``user`` since their local midnight."""
     local = at.astimezone(where)
     midnight = datetime.combine(local.date(), time(0, 0), tzinfo=where)
-    rows = engine.db.query(
-        "SELECT e.payload FROM events e JOIN conversations v ON v.id = e.conversation_id "
-        "WHERE v.user_id = ? AND e.type = ? AND e.status = 'sent' AND e.updated_at >= ?",
-        (user, TYPE, stamp(midnight)),
-    )
-    return sum(json.loads(str(r["payload"])).get("kind") != "reminder" for r in rows)
+    kinds = store.kinds_sent_since(engine.db, user, stamp(midnight))
+    return sum(kind != "reminder" for kind in kinds)
 
 
 def _quiet_end(quiet: str, at: datetime, where: ZoneInfo) -> datetime | None:
