@@ -341,9 +341,6 @@ SQL_LEFT = {
     "novaberg.jobs.events",
     "novaberg.jobs.user_events",
     "novaberg.memory.jobs",
-    "novaberg.proactive.due",
-    "novaberg.proactive.schedule",
-    "novaberg.proactive.sender",
     "novaberg.stats",
 }
 """The modules outside ``storage/`` that still hold SQL (issue 24, part 2: left). The list can
