@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from novaberg.jobs.events import EventQueue
-from novaberg.proactive.schedule import TYPE, stamp
+from novaberg.proactive.schedule import stamp
 from novaberg.storage.db import Database, now
+from novaberg.storage.proactive import TYPE
 from novaberg.testing.postgres import create_database, drop_database
 
 
