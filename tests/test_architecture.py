@@ -337,28 +337,17 @@ def sql_in(name: str) -> list[str]:
     return found
 
 
-SQL_LEFT = {
-    "novaberg.jobs.events",
-    "novaberg.jobs.user_events",
-    "novaberg.memory.jobs",
-    "novaberg.stats",
-}
-"""The modules outside ``storage/`` that still hold SQL (issue 24, part 2: left). The list can
-only shrink: a module that takes SQL out comes off it, and no other may add some."""
-
-
 def test_the_sql_scan_finds_statements_and_not_prose() -> None:
     assert sql_in("novaberg.storage.turns")
     assert not sql_in("novaberg.probe.structured")  # prose that begins "With the schema"
 
 
-def test_sql_lives_in_storage_and_the_modules_not_yet_moved() -> None:
+def test_sql_lives_in_storage_alone() -> None:
+    """Every statement is a repository's, under ``storage/`` (``testing/``, beside it in
+    layer 1, starts the tests' databases): a module above it asks a repository."""
     outside = {m for m in MODULES if not m.startswith(("novaberg.storage", "novaberg.testing"))}
-    holding = {m for m in outside if sql_in(m)}
-    assert holding == SQL_LEFT, (
-        f"SQL outside storage/: {sorted(holding - SQL_LEFT)}; no SQL left, take off SQL_LEFT: "
-        f"{sorted(SQL_LEFT - holding)}"
-    )
+    holding = {m: found for m in sorted(outside) if (found := sql_in(m))}
+    assert not holding, f"SQL outside storage/: {holding}"
 
 
 def past_the_engine(module: str) -> set[str]:

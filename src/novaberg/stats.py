@@ -1,7 +1,7 @@
 """How often each defence fired: figures over the recorded calls, turns and events.
 
-One code path for SQLite and PostgreSQL: plain SQL through :class:`~novaberg.storage.db.Database`
-fetches the rows of the window (``--since``), and the figures are computed here in Python —
+One code path for SQLite and PostgreSQL: plain SQL (:mod:`novaberg.storage.stats`) fetches the
+rows of the window (``--since``), and the figures are computed here in Python —
 counts, outcome counts, and latency percentiles by linear interpolation between the closest
 ranks (the same definition as PostgreSQL's ``percentile_cont``).
 
@@ -31,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from novaberg.errors import UsageError
+from novaberg.storage import stats as stored
 from novaberg.storage.db import Database
+from novaberg.storage.stats import PROACTIVE
 from novaberg.telemetry import OUTCOMES
 from novaberg.text import quoted
 
 FOLLOW_UP_CALLER = "thinker_nachfass"
 SELF_TRIGGER = "self_trigger"
-PROACTIVE = "proactive"
 _SINCE = re.compile(r"^\s*(\d{1,6})\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
@@ -187,50 +188,25 @@ def collect(db: Database, window: timedelta, user: str | None = None) -> Stats:
         older_records=False,
     )
     if stats.empty:
-        stats.older_records = _has_older(db, cutoff, user)
+        stats.older_records = stored.recorded_before(db, cutoff, user)
     return stats
 
 
-def _owner(column: str, user: str | None) -> tuple[str, list[Any]]:
-    """A join that finds the conversation's owner, and the condition on it."""
-    if user is None:
-        return "", []
-    return (
-        f" JOIN conversations v ON v.id = {column}",
-        [user],
-    )
-
-
 def _calls(db: Database, cutoff: str, user: str | None) -> tuple[list[CallStats], int, int]:
-    sql = (
-        "SELECT c.caller, c.backend, c.outcome, c.duration_ms, c.attempt, c.turn_id "
-        "FROM llm_calls c"
-    )
-    params: list[Any] = []
-    if user is not None:  # a turn's or job's calls by their conversation; a task's by its own
-        sql += (
-            " LEFT JOIN turns t ON t.id = c.turn_id LEFT JOIN events e ON e.id = c.event_id"
-            " LEFT JOIN conversations v ON v.id = COALESCE(t.conversation_id, e.conversation_id)"
-        )
-    sql += " WHERE c.created_at >= ?"
-    params.append(cutoff)
-    if user is not None:
-        sql += " AND COALESCE(v.user_id, c.user_id) = ?"
-        params.append(user)
     groups: dict[tuple[str, str], CallStats] = {}
     followups = 0
     followup_turns: set[int] = set()
-    for row in db.query(sql, params):
-        key = (str(row["caller"]), str(row["backend"]))
+    for row in stored.calls_since(db, cutoff, user):
+        key = (row.caller, row.backend)
         group = groups.get(key)
         if group is None:
             group = groups[key] = CallStats(*key)
-        group.durations.append(float(row["duration_ms"]))
-        group.outcomes[str(row["outcome"])] += 1
-        if key[0] == FOLLOW_UP_CALLER and int(row["attempt"]) == 1:
+        group.durations.append(row.duration_ms)
+        group.outcomes[row.outcome] += 1
+        if key[0] == FOLLOW_UP_CALLER and row.attempt == 1:
             followups += 1
-            if row["turn_id"] is not None:
-                followup_turns.add(int(row["turn_id"]))
+            if row.turn_id is not None:
+                followup_turns.add(row.turn_id)
     ordered = [groups[k] for k in sorted(groups)]
     return ordered, followups, len(followup_turns)
 
@@ -238,23 +214,11 @@ def _calls(db: Database, cutoff: str, user: str | None) -> tuple[list[CallStats]
 def _turns(
     db: Database, cutoff: str, user: str | None
 ) -> tuple[dict[str, int], dict[str, int], dict[str, JudgeStats]]:
-    join, params = _owner("t.conversation_id", user)
-    where = " WHERE t.started_at >= ?" + (" AND v.user_id = ?" if user is not None else "")
-    counted = db.query(
-        f"SELECT t.status, COUNT(*) AS n FROM turns t{join}{where} GROUP BY t.status "
-        "ORDER BY t.status",
-        [cutoff, *params],
-    )
-    turns = {str(r["status"]): int(r["n"]) for r in counted}
+    turns = stored.turn_counts(db, cutoff, user)
     thinker: Counter[str] = Counter()
     judges: dict[str, JudgeStats] = defaultdict(JudgeStats)
-    rows = db.query(
-        f"SELECT t.trace_json FROM turns t{join}{where} AND t.status = 'done' "
-        "AND t.trace_json IS NOT NULL ORDER BY t.id",
-        [cutoff, *params],
-    )
-    for row in rows:
-        trace = _trace(row["trace_json"])
+    for text in stored.done_traces(db, cutoff, user):
+        trace = _trace(text)
         ran = trace.get("thinker")
         if isinstance(ran, dict) and isinstance(ran.get("result"), str):
             thinker[ran["result"]] += 1
@@ -301,18 +265,11 @@ def _count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
 def _events(
     db: Database, cutoff: str, user: str | None
 ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, int]]:
-    join, params = _owner("e.conversation_id", user)
-    where = " WHERE e.created_at >= ?" + (" AND v.user_id = ?" if user is not None else "")
-    rows = db.query(
-        f"SELECT e.type, e.status, COUNT(*) AS n FROM events e{join}{where} "
-        "GROUP BY e.type, e.status ORDER BY e.type, e.status",
-        [cutoff, *params],
-    )
     last_resorts: dict[str, int] = {}
     jobs: dict[str, dict[str, int]] = {}
     proactive: dict[str, int] = {}
-    for row in rows:
-        kind, status, n = str(row["type"]), str(row["status"]), int(row["n"])
+    for row in stored.event_counts(db, cutoff, user):
+        kind, status, n = row.type, row.status, row.n
         if kind == SELF_TRIGGER:
             last_resorts[status] = n
         elif kind == PROACTIVE:
@@ -341,29 +298,8 @@ def reason_kind(result: str) -> str:
 
 
 def _dropped(db: Database, cutoff: str, user: str | None) -> dict[str, int]:
-    join, params = _owner("e.conversation_id", user)
-    where = " AND v.user_id = ?" if user is not None else ""
-    rows = db.query(
-        f"SELECT e.result FROM events e{join} WHERE e.type = ? AND e.status = 'dropped' "
-        f"AND e.created_at >= ?{where}",
-        [PROACTIVE, cutoff, *params],
-    )
     found: dict[str, int] = {}
-    for row in rows:
-        kind = reason_kind(str(row["result"] or ""))
+    for result in stored.dropped_results(db, cutoff, user):
+        kind = reason_kind(result)
         found[kind] = found.get(kind, 0) + 1
     return found
-
-
-def _has_older(db: Database, cutoff: str, user: str | None) -> bool:
-    join, params = _owner("t.conversation_id", user)
-    found = db.scalar(
-        f"SELECT COUNT(*) AS n FROM turns t{join} WHERE t.started_at < ?"
-        + (" AND v.user_id = ?" if user is not None else ""),
-        [cutoff, *params],
-    )
-    if found:
-        return True
-    if user is None:
-        return bool(db.scalar("SELECT COUNT(*) AS n FROM llm_calls WHERE created_at < ?", [cutoff]))
-    return False

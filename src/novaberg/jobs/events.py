@@ -11,20 +11,22 @@ PostgreSQL, where the inner select takes ``FOR UPDATE SKIP LOCKED``) never run o
 twice. Claimable are ``pending`` events, and ``running`` ones whose claim is gone: the lease
 ran out, the claiming process on this host is dead (a crash), or the event was left running
 without a claim (before claims existed). Jobs are idempotent, so one that runs again after a
-crash changes nothing twice.
+crash changes nothing twice. The statements are :mod:`novaberg.storage.events`'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from novaberg.storage import events as stored
 from novaberg.storage.db import Database, now, process_name
+from novaberg.storage.events import Event
 from novaberg.storage.sql import Connection
+
+__all__ = ["LEASE_S", "Event", "EventQueue", "alive", "claimant"]  # Event: the stored row
 
 log = logging.getLogger("novaberg")
 
@@ -47,18 +49,6 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True  # exists, owned by someone else
     return True
-
-
-@dataclass(frozen=True)
-class Event:
-    id: int
-    conversation_id: int
-    turn_id: int | None
-    type: str
-    status: str
-    payload: dict[str, Any]
-    due_at: str | None = None
-    """When a proactive message is due (UTC); ``None`` for every other event."""
 
 
 class EventQueue:
@@ -85,31 +75,15 @@ class EventQueue:
                 event_id = self.enqueue(conversation_id, turn_id, type, payload, tx)
             log.info("%s enqueued (event %d)", type.replace("_", "-"), event_id)
             return event_id
-        stamp = now()
-        new = c.execute(
-            "INSERT INTO events (conversation_id, turn_id, type, status, payload, "
-            "created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?) RETURNING id",
-            (conversation_id, turn_id, type, json.dumps(payload, ensure_ascii=False), stamp, stamp),
-        ).scalar()
-        return int(new)
+        return stored.add(c, conversation_id, turn_id, type, payload)
 
     def pending(self, turn_id: int) -> list[Event]:
-        rows = self.db.query(
-            "SELECT * FROM events WHERE turn_id = ? AND status = 'pending' ORDER BY id",
-            (turn_id,),
-        )
-        return [_event(r) for r in rows]
+        return stored.pending_of_turn(self.db, turn_id)
 
     def unfinished(self, types: tuple[str, ...], limit: int = 100) -> list[Event]:
         """Events of these types not done yet, oldest first: pending ones, and running ones
         (claimed by a process now, or left running by one that died)."""
-        marks = ", ".join("?" for _ in types)
-        rows = self.db.query(
-            f"SELECT * FROM events WHERE status IN ('pending', 'running') AND type IN ({marks}) "
-            "ORDER BY id LIMIT ?",
-            (*types, limit),
-        )
-        return [_event(r) for r in rows]
+        return stored.unfinished(self.db, types, limit)
 
     def claim(
         self,
@@ -130,75 +104,35 @@ class EventQueue:
         until = (datetime.now(UTC) + timedelta(seconds=self.lease_s)).isoformat(
             timespec="milliseconds"
         )
-        marks = ", ".join("?" for _ in types)
-        claimable = (
-            "(status = 'pending' OR (status = 'running' "
-            "AND (claimed_until IS NULL OR claimed_until < ?)))"
-        )
-        scope = " AND turn_id = ?" if turn_id is not None else ""
-        if settled_before is not None:
-            scope += (
-                " AND turn_id IN (SELECT t.id FROM turns t WHERE t.status <> 'running' "
-                "AND t.finished_at < ?)"
-            )
-        if user is not None:
-            scope += (
-                " AND conversation_id IN (SELECT c.id FROM conversations c WHERE c.user_id = ?)"
-            )
-        order = "id"
-        if due_by is not None:
-            scope += " AND due_at IS NOT NULL AND due_at <= ?"
-            order = "due_at, id"
-        lock = " FOR UPDATE SKIP LOCKED" if self.db.dialect == "postgres" else ""
-        params: list[Any] = [self.me, until, stamp, *types, stamp]
-        if turn_id is not None:
-            params.append(turn_id)
-        if settled_before is not None:
-            params.append(settled_before)
-        if user is not None:
-            params.append(user)
-        if due_by is not None:
-            params.append(due_by)
-        params.append(stamp)
         with self.db.transaction() as c:
-            row = c.execute(
-                "UPDATE events SET status = 'running', claimed_by = ?, claimed_until = ?, "
-                "updated_at = ? WHERE id = (SELECT id FROM events "
-                f"WHERE type IN ({marks}) AND {claimable}{scope} ORDER BY {order} LIMIT 1{lock}) "
-                f"AND {claimable} RETURNING *",
-                params,
-            ).one()
-        return None if row is None else _event(row)
+            return stored.claim(
+                c,
+                types,
+                claimant=self.me,
+                stamp=stamp,
+                until=until,
+                turn_id=turn_id,
+                settled_before=settled_before,
+                user=user,
+                due_by=due_by,
+            )
 
     def _release_dead(self) -> None:
         """Running events claimed by a process of this host that is gone become claimable."""
         host = self.me.rsplit(":", 1)[0]
-        rows = self.db.query(
-            "SELECT id, claimed_by FROM events WHERE status = 'running' "
-            "AND claimed_until IS NOT NULL"
-        )
-        for r in rows:
-            owner, _, pid = str(r["claimed_by"]).rpartition(":")
+        for held in stored.running_claims(self.db):
+            owner, _, pid = str(held.claimed_by).rpartition(":")
             if owner != host or not pid.isdigit() or alive(int(pid)):
                 continue
             with self.db.transaction() as c:
-                c.execute(
-                    "UPDATE events SET claimed_until = NULL "
-                    "WHERE id = ? AND status = 'running' AND claimed_by = ?",
-                    (r["id"], r["claimed_by"]),
-                )
-            log.info("event %d: the process that claimed it is gone; it may run again", r["id"])
+                stored.unclaim(c, held)
+            log.info("event %d: the process that claimed it is gone; it may run again", held.id)
 
     def release_mine(self) -> int:
         """Make the events this process holds claimable again at once (it stops without
         finishing them); return how many."""
         with self.db.transaction() as c:
-            released = c.execute(
-                "UPDATE events SET claimed_until = NULL WHERE status = 'running' "
-                "AND claimed_by = ? AND claimed_until IS NOT NULL RETURNING id",
-                (self.me,),
-            ).rows
-        return len(released)
+            return stored.unclaim_all(c, self.me)
 
     def mark(
         self, event_id: int, status: str, result: str = "", c: Connection | None = None
@@ -209,20 +143,4 @@ class EventQueue:
             with self.db.transaction() as tx:
                 self.mark(event_id, status, result, tx)
             return
-        c.execute(
-            "UPDATE events SET status = ?, result = ?, updated_at = ?, claimed_until = NULL "
-            "WHERE id = ?",
-            (status, result, now(), event_id),
-        )
-
-
-def _event(r: dict[str, Any]) -> Event:
-    return Event(
-        r["id"],
-        r["conversation_id"],
-        r["turn_id"],
-        r["type"],
-        r["status"],
-        json.loads(r["payload"]),
-        r.get("due_at"),
-    )
+        stored.mark(c, event_id, status, result)

@@ -15,7 +15,8 @@ a second ``serve`` on one PostgreSQL) find the row by their slower poll.
 
 Ids only grow, and a reader resuming after an id must never skip a row committed later with a
 smaller one: SQLite has one writer at a time; on PostgreSQL :func:`record` takes an exclusive
-lock on the table until the writer's commit, so ids are handed out in commit order.
+lock on the table until the writer's commit, so ids are handed out in commit order. The
+statements are :mod:`novaberg.storage.user_events`'s.
 """
 
 from __future__ import annotations
@@ -25,27 +26,18 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from novaberg.storage.db import Database, now
+from novaberg.storage import user_events as stored
+from novaberg.storage.db import Database
+from novaberg.storage.memories import FORGOTTEN
 from novaberg.storage.sql import Connection
-
-Kind = Literal["followup", "job"]
-FORGOTTEN_MARK = "[forgotten at the user's request]"
-"""What forget leaves in place of words (``memory.store.FORGOTTEN``, repeated here so that this
-module needs nothing from ``memory/``)."""
+from novaberg.storage.user_events import Kind, LoggedEvent
 
 
 def record(c: Connection, user: str, kind: Kind, ref_id: int) -> int:
     """Append an event for ``user`` inside the open transaction ``c``; its id."""
-    if c.dialect == "postgres":
-        c.execute("LOCK TABLE user_events IN EXCLUSIVE MODE")
-    new = c.execute(
-        "INSERT INTO user_events (user_id, kind, ref_id, created_at) VALUES (?, ?, ?, ?) "
-        "RETURNING id",
-        (user, kind, ref_id, now()),
-    ).scalar()
-    return int(new)
+    return stored.append(c, user, kind, ref_id)
 
 
 @dataclass(frozen=True)
@@ -58,48 +50,36 @@ class UserEvent:
 
 def latest_id(db: Database, user: str) -> int:
     """The id of the user's newest event (0 when none)."""
-    found = db.scalar("SELECT MAX(id) FROM user_events WHERE user_id = ?", (user,))
-    return 0 if found is None else int(found)
+    return stored.latest_id(db, user)
 
 
 def after(db: Database, user: str, after_id: int, limit: int = 100) -> list[UserEvent]:
     """The user's events after ``after_id``, oldest first, with what each sends now."""
-    rows = db.query(
-        "SELECT u.id, u.kind, u.ref_id, t.parent_turn_id, t.conversation_id, t.status, t.origin, "
-        "t.forgotten_at, m.content, e.type AS job_type, e.status AS job_status, "
-        "e.result AS job_result FROM user_events u "
-        "LEFT JOIN turns t ON u.kind = 'followup' AND t.id = u.ref_id "
-        "LEFT JOIN messages m ON u.kind = 'followup' AND m.turn_id = t.id "
-        "AND m.role = 'assistant' "
-        "LEFT JOIN events e ON u.kind = 'job' AND e.id = u.ref_id "
-        "WHERE u.user_id = ? AND u.id > ? ORDER BY u.id LIMIT ?",
-        (user, after_id, limit),
-    )
-    return [UserEvent(int(r["id"]), str(r["kind"]), _data(r)) for r in rows]
+    return [UserEvent(r.id, r.kind, _data(r)) for r in stored.after(db, user, after_id, limit)]
 
 
-def _data(r: dict[str, Any]) -> dict[str, Any] | None:
-    if r["kind"] == "followup":
-        text = r["content"]
-        if r["forgotten_at"] is not None or text is None or text == FORGOTTEN_MARK:
+def _data(r: LoggedEvent) -> dict[str, Any] | None:
+    if r.kind == "followup":
+        text = r.content
+        if r.forgotten_at is not None or text is None or text == FORGOTTEN:
             return None
         return {
-            "turn_id": int(r["ref_id"]),
-            "parent_turn_id": None if r["parent_turn_id"] is None else int(r["parent_turn_id"]),
-            "conversation_id": int(r["conversation_id"]),
-            "text": str(text),
-            "origin": str(r["origin"]),
+            "turn_id": r.ref_id,
+            "parent_turn_id": r.parent_turn_id,
+            "conversation_id": r.conversation_id,
+            "text": text,
+            "origin": str(r.origin),
         }
-    if r["job_type"] is None:
+    if r.job_type is None:
         return None
     data: dict[str, Any] = {
-        "event_id": int(r["ref_id"]),
-        "type": str(r["job_type"]),
-        "status": str(r["job_status"]),
+        "event_id": r.ref_id,
+        "type": r.job_type,
+        "status": str(r.job_status),
     }
-    result = r["job_result"]
-    if result and result != FORGOTTEN_MARK:
-        data["result"] = str(result)
+    result = r.job_result
+    if result and result != FORGOTTEN:
+        data["result"] = result
     return data
 
 

@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.errors import BackendError, EmbedderError, ModelOutputError, NovabergError
 from novaberg.jobs import user_events
-from novaberg.jobs.events import Event
 from novaberg.memory.embedding import Vectors, choose, embed
 from novaberg.memory.job_context import JobContext
 from novaberg.memory.job_policy import enqueue_memory_jobs
@@ -45,8 +44,12 @@ from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.prompts.evaluation import Situation
 from novaberg.prompts.salience import SalienceOutput, salience_prompt
 from novaberg.queue import BACKGROUND, CALL_OWNER
+from novaberg.storage import events as stored_events
 from novaberg.storage.db import insert_calls
+from novaberg.storage.events import Event
 from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
+from novaberg.storage.memory_jobs import events_ahead
+from novaberg.storage.turns import memory_item_id
 from novaberg.structured import ask_structured
 
 log = logging.getLogger("novaberg")
@@ -374,19 +377,15 @@ def replace_told_again(c: Any, user: str, new_id: int, what: str, day: date) -> 
     from novaberg.proactive.schedule import follow_event
     from novaberg.text import same_text
 
-    rows = c.execute(
-        "SELECT id, text FROM memories WHERE user_id = ? AND kind = 'event' AND id <> ? "
-        "AND valid_to IS NULL AND consolidated_into IS NULL AND happens_on >= ?",
-        (user, new_id, datetime.now(UTC).date().isoformat()),
-    ).rows
+    ahead = events_ahead(c, user, new_id, datetime.now(UTC).date().isoformat())
     wanted = same_text(what)
     done = []
-    for row in rows:
-        if same_text(str(row["text"])) != wanted:
+    for row in ahead:
+        if same_text(row.text) != wanted:
             continue
-        MemoryStore.supersede(c, int(row["id"]), new_id)
-        moved = follow_event(c, user, int(row["id"]), new_id, what, day)
-        done.append(f"; replaces event {row['id']}" + "".join(f", {m}" for m in moved))
+        MemoryStore.supersede(c, row.id, new_id)
+        moved = follow_event(c, user, row.id, new_id, what, day)
+        done.append(f"; replaces event {row.id}" + "".join(f", {m}" for m in moved))
     return "".join(done)
 
 
@@ -419,11 +418,8 @@ def on_the_day(
     for before in ahead:
         local = wall_time(day - timedelta(days=before), morning, where)
         key = event_key(event_id, before)
-        if (
-            local <= datetime.now(UTC)
-            or c.execute("SELECT 1 FROM events WHERE cause_key = ?", (key,)).rows
-        ):  # passed, or there already (moved here from the event this one replaced)
-            continue
+        if local <= datetime.now(UTC) or stored_events.has_cause(c, key):
+            continue  # passed, or there already (moved here from the event this one replaced)
         schedule(
             c,
             user,
@@ -460,7 +456,7 @@ def check_in_later(c: Any, settings: Any, user: str, concern: Statement, job: Ev
     local = wall_time(day, clock.fromisoformat(settings.proactive.morning), where)
     words = hashlib.sha256(f"{user}\n{same_text(concern.text)}".encode()).hexdigest()
     key = f"checkin:{words}"
-    if c.execute("SELECT 1 FROM events WHERE cause_key = ?", (key,)).rows:
+    if stored_events.has_cause(c, key):
         return False
     schedule(
         c,
@@ -601,8 +597,7 @@ async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) ->
 
     def read() -> tuple[dict[str, Any] | None, int | None]:  # in a database worker
         turn = ctx.db.turn(turn_id)
-        kept = ctx.db.one("SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, key))
-        return turn, None if kept is None else int(kept["id"])
+        return turn, memory_item_id(ctx.db, user, key)
 
     turn, weighed = await ctx.db.run(read)
     if turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
