@@ -31,7 +31,7 @@ from novaberg.proactive.when import When
 from novaberg.storage import conversations
 from novaberg.storage import proactive as store
 from novaberg.storage.db import Database, now
-from novaberg.storage.proactive import ALL, ProactiveRow
+from novaberg.storage.proactive import ALL, Payload, ProactiveRow
 from novaberg.storage.sql import Connection
 
 SHOWN = {
@@ -146,7 +146,7 @@ def schedule(
         raise UsageError(f"Unknown kind {kind!r}: one of {', '.join(PROACTIVE_KINDS)}.")
     key = cause_key or f"{kind}:{uuid.uuid4().hex}"
     where = conversation if conversation is not None else latest_conversation(c, user)
-    payload: dict[str, Any] = {
+    payload: Payload = {
         "kind": kind,
         "text": text,
         "cause": cause,
@@ -267,17 +267,17 @@ def follow_event(c: Connection, user: str, old: int, new: int, text: str, day: d
     rows = store.pending_of_causes(c, user, (event_key(old, 0), event_key(old, 1)))
     done = []
     for row in rows:
-        payload = dict(row.payload)
-        ahead = int(payload.get("ahead", 0))
-        where = ZoneInfo(str(payload.get("zone", "UTC")))
-        clock = datetime.fromisoformat(str(payload["local"])).time().replace(tzinfo=None)
+        ahead = int(row.payload.get("ahead", 0))
+        where = ZoneInfo(str(row.payload.get("zone", "UTC")))
+        clock = datetime.fromisoformat(str(row.payload["local"])).time().replace(tzinfo=None)
         local = wall_time(day - timedelta(days=ahead), time(clock.hour, clock.minute), where)
-        payload.update(
-            text=text,
-            sources=[new],
-            local=local.isoformat(timespec="minutes"),
-            cause=f"the timeline: memory {new} on {day.isoformat()}",
-        )
+        payload: Payload = {
+            **row.payload,
+            "text": text,
+            "sources": [new],
+            "local": local.isoformat(timespec="minutes"),
+            "cause": f"the timeline: memory {new} on {day.isoformat()}",
+        }
         if local <= datetime.now(UTC):
             reason = f"its event moved to {day.isoformat()}, already past"
             store.cancel_with(c, row.id, reason, payload)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
@@ -26,6 +26,26 @@ ALL = "*"
 """The ``proactive_switches.kind`` of the switch for every kind at once."""
 
 
+class Payload(TypedDict, total=False):
+    """What a proactive message is about, as its row's JSON holds it."""
+
+    kind: str
+    """reminder, event, checkin or followup."""
+    text: str
+    cause: str
+    """Why it was scheduled, in words that name no user text ("asked in turn 12")."""
+    repeat: str | None
+    local: str
+    """The wall time it is due at, ISO 8601 to the minute, in ``zone``."""
+    zone: str
+    ahead: int
+    """An event's message the day(s) before it."""
+    sources: list[int]
+    """The memories it rests on (a concern, an event)."""
+    attempts: int
+    """How often sending it was tried and put off."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProactiveRow:
     """A proactive message's row: its status as stored (pending, running, sent, …)."""
@@ -33,7 +53,7 @@ class ProactiveRow:
     id: int
     due_at: str
     status: str
-    payload: dict[str, Any]
+    payload: Payload
     result: str
     turn_id: int | None
 
@@ -43,7 +63,7 @@ class PendingRow:
     """A pending message's id and payload."""
 
     id: int
-    payload: dict[str, Any]
+    payload: Payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +72,7 @@ class OwnerRow:
 
     user_id: str
     conversation_id: int
-    payload: dict[str, Any]
+    payload: Payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +83,12 @@ class StatusRow:
     result: str
 
 
-def _payload(stored: Any) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(str(stored))
+def _payload(stored: Any) -> Payload:
+    found: Payload = json.loads(str(stored))
     return found
 
 
-def _stored(payload: dict[str, Any]) -> str:
+def _stored(payload: Payload) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
@@ -112,7 +132,7 @@ def add(
     *,
     conversation: int,
     turn_id: int | None,
-    payload: dict[str, Any],
+    payload: Payload,
     due_at: str,
     cause_key: str,
 ) -> int:
@@ -175,7 +195,7 @@ def pending_of_causes(c: Connection, user: str, cause_keys: tuple[str, str]) -> 
     return [PendingRow(int(r["id"]), _payload(r["payload"])) for r in rows]
 
 
-def cancel_with(c: Connection, event_id: int, reason: str, payload: dict[str, Any]) -> None:
+def cancel_with(c: Connection, event_id: int, reason: str, payload: Payload) -> None:
     """Mark the message ``cancelled`` with ``reason``, its payload now ``payload``."""
     c.execute(
         "UPDATE events SET status = 'cancelled', result = ?, payload = ?, "
@@ -184,9 +204,7 @@ def cancel_with(c: Connection, event_id: int, reason: str, payload: dict[str, An
     )
 
 
-def move(
-    c: Connection, event_id: int, due_at: str, cause_key: str, payload: dict[str, Any]
-) -> None:
+def move(c: Connection, event_id: int, due_at: str, cause_key: str, payload: Payload) -> None:
     """The message now due at ``due_at``, of ``cause_key``, with ``payload``."""
     c.execute(
         "UPDATE events SET due_at = ?, cause_key = ?, payload = ?, updated_at = ? WHERE id = ?",
@@ -227,12 +245,12 @@ def hold(c: Connection, event_id: int, until: str) -> None:
     )
 
 
-def payload_of(c: Connection, event_id: int) -> dict[str, Any]:
+def payload_of(c: Connection, event_id: int) -> Payload:
     """The message's payload."""
     return _payload(c.execute("SELECT payload FROM events WHERE id = ?", (event_id,)).scalar())
 
 
-def set_payload(c: Connection, event_id: int, payload: dict[str, Any]) -> None:
+def set_payload(c: Connection, event_id: int, payload: Payload) -> None:
     """The message's payload now ``payload``."""
     c.execute("UPDATE events SET payload = ? WHERE id = ?", (_stored(payload), event_id))
 
