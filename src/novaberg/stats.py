@@ -33,7 +33,7 @@ from typing import Any
 from novaberg.errors import UsageError
 from novaberg.storage import stats as stored
 from novaberg.storage.db import Database
-from novaberg.storage.stats import PROACTIVE
+from novaberg.storage.proactive import TYPE as PROACTIVE
 from novaberg.telemetry import OUTCOMES
 from novaberg.text import quoted
 

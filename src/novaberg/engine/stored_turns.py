@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from novaberg.engine.contract import TurnContract, turn_contract
-from novaberg.memory.store import turn_item_key
+from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.storage import turns
 from novaberg.storage.db import Database
 from novaberg.storage.turns import OwnedTurn, turn_owner
@@ -39,6 +39,6 @@ def stored_turn(db: Database, row: OwnedTurn) -> TurnContract:
         ],
         calls=turns.calls_of(db, row.id),
         parts=trace,
-        stored=turns.memory_item_exists(db, row.user_id, turn_item_key(row.id)),
+        stored=MemoryStore.key_id(db, row.user_id, turn_item_key(row.id)) is not None,
         events=db.events_of_turn(row.id),
     )

@@ -49,7 +49,6 @@ from novaberg.storage.db import insert_calls
 from novaberg.storage.events import Event
 from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
 from novaberg.storage.memory_jobs import events_ahead
-from novaberg.storage.turns import memory_item_id
 from novaberg.structured import ask_structured
 
 log = logging.getLogger("novaberg")
@@ -597,7 +596,7 @@ async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) ->
 
     def read() -> tuple[dict[str, Any] | None, int | None]:  # in a database worker
         turn = ctx.db.turn(turn_id)
-        return turn, memory_item_id(ctx.db, user, key)
+        return turn, store.key_id(ctx.db, user, key)
 
     turn, weighed = await ctx.db.run(read)
     if turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
+from novaberg.errors import StorageError
 from novaberg.storage.db import Database, now
 from novaberg.storage.sql import Connection
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, clean_text
@@ -199,10 +200,10 @@ class MemoryRows:
         ).scalar()
         if row is not None:
             return Added(int(row), True, cleaned.notices)
-        existing = c.execute(
-            "SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, item_key)
-        ).scalar()
-        return Added(int(existing), False, cleaned.notices)
+        existing = MemoryRows.key_id(c, user, item_key)
+        if existing is None:  # not inserted, yet not there: the database did not answer
+            raise StorageError("A memory was neither stored nor found under its key.")
+        return Added(existing, False, cleaned.notices)
 
     @staticmethod
     def supersede(c: Connection, old_id: int, new_id: int) -> None:

@@ -1,7 +1,7 @@
 """What the background memory jobs (:mod:`novaberg.memory.jobs`) read of the memories beyond
 the memory store's own queries: a user's current dated events from a day on, which the
 timeline job compares a new event's words with (the same event told again). The item a turn
-stored, which the weigh job looks for, is :func:`~novaberg.storage.turns.memory_item_id`.
+stored, which the weigh job looks for, is :meth:`~novaberg.storage.memories.MemoryRows.key_id`.
 
 Sync functions over the job's open transaction (:class:`~novaberg.storage.sql.Connection`):
 the caller decides the unit of work.

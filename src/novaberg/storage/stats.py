@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from novaberg.storage.db import Database
-
-PROACTIVE = "proactive"
-"""The event type of a proactive message."""
+from novaberg.storage.proactive import TYPE as PROACTIVE
 
 
 @dataclass(frozen=True, slots=True)

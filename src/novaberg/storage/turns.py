@@ -102,20 +102,6 @@ def _record(row: dict[str, Any]) -> CallRecord:
     )
 
 
-def memory_item_id(db: Database, user: str, item_key: str) -> int | None:
-    """The id of the user's memory item of key ``item_key`` (a turn's item:
-    ``turn_item_key``); ``None`` when there is none."""
-    found = db.scalar(
-        "SELECT id FROM memories WHERE user_id = ? AND item_key = ?", (user, item_key)
-    )
-    return None if found is None else int(found)
-
-
-def memory_item_exists(db: Database, user: str, item_key: str) -> bool:
-    """Whether the user has a memory item of key ``item_key``."""
-    return memory_item_id(db, user, item_key) is not None
-
-
 def replace_replies(c: Connection, turn_id: int) -> None:
     """A regenerate's reply replaces the reply of the turn it regenerates (and of earlier
     regenerates of that turn): the old assistant messages are deleted, in the regenerate's
