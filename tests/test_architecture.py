@@ -367,10 +367,7 @@ def past_the_engine(module: str) -> set[str]:
 
 
 SERVER_PAST_ENGINE = {
-    "novaberg.server.api_events": {"jobs", "storage"},
     "novaberg.server.audio": {"speech"},
-    "novaberg.server.auth": {"storage"},
-    "novaberg.server.metrics": {"queue", "stats"},
     "novaberg.server.openai": {"context", "nodes", "storage"},
     "novaberg.server.turns": {"speech"},
 }

@@ -222,7 +222,7 @@ def _turns(
         ran = trace.get("thinker")
         if isinstance(ran, dict) and isinstance(ran.get("result"), str):
             thinker[ran["result"]] += 1
-        _count_votes(trace, judges)
+        count_votes(trace, judges)
     return turns, dict(sorted(thinker.items())), dict(sorted(judges.items()))
 
 
@@ -234,7 +234,7 @@ def _trace(text: Any) -> dict[str, Any]:
     return trace if isinstance(trace, dict) else {}
 
 
-def _count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
+def count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
     """Every round of a turn's tribunal; a round is followed by a correction when the corrector
     ran after it (``corrector.rounds`` counts those runs)."""
     court = trace.get("tribunal")

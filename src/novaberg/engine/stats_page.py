@@ -1,16 +1,33 @@
 """The figures of ``novaberg stats --json`` for one user, as the doors reach them (``GET
-/api/stats``): :func:`stats_of` and the body it answers with (:mod:`novaberg.stats` counts)."""
+/api/stats``): :func:`stats_of` and the body it answers with (:mod:`novaberg.stats` counts);
+and the same reading of one stored trace and call for the server's running counters
+(``/metrics``): :func:`corrections_by_judge`, :func:`is_last_resort`, :func:`is_follow_up`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.stats import collect, parse_since
+from novaberg.stats import FOLLOW_UP_CALLER, JudgeStats, collect, count_votes, parse_since
+from novaberg.telemetry import CallRecord
 
 if TYPE_CHECKING:
     from novaberg.engine.core import Engine
+
+__all__ = [
+    "FOLLOW_UP_CALLER",
+    "CallFigures",
+    "FollowupFigures",
+    "JudgeFigures",
+    "LastResorts",
+    "StatsBody",
+    "corrections_by_judge",
+    "is_follow_up",
+    "is_last_resort",
+    "stats_of",
+]
 
 
 class _Body(BaseModel):
@@ -71,3 +88,23 @@ async def stats_of(engine: Engine, since: str, user: str) -> StatsBody:
     db = engine.db
     found = await db.run(collect, db, window, user)
     return StatsBody.model_validate(found.contract_json())
+
+
+def corrections_by_judge(trace: dict[str, Any]) -> dict[str, int]:
+    """For each judge that voted in a stored trace: its revise votes that sent the answer to
+    the corrector (the same reading of a trace as ``novaberg stats``)."""
+    judges: defaultdict[str, JudgeStats] = defaultdict(JudgeStats)
+    count_votes(trace, judges)
+    return {judge: votes.corrections for judge, votes in judges.items()}
+
+
+def is_last_resort(trace: dict[str, Any]) -> bool:
+    """Whether the stored trace's thinker ended on its last resort."""
+    thinker = trace.get("thinker")
+    return isinstance(thinker, dict) and thinker.get("result") == "last_resort"
+
+
+def is_follow_up(call: CallRecord) -> bool:
+    """Whether ``call`` is a first attempt of the thinker's follow-up call (the caller
+    :data:`FOLLOW_UP_CALLER`), as ``novaberg stats`` counts them."""
+    return call.caller == FOLLOW_UP_CALLER and call.attempt == 1

@@ -1,4 +1,4 @@
-"""``GET /api/events``: the key's user's event log (:mod:`novaberg.jobs.user_events`) as server-sent
+"""``GET /api/events``: the key's user's event log (:mod:`novaberg.engine.event_log`) as server-sent
 events — self-triggered follow-ups and finished memory jobs.
 
 Each event carries ``id:`` (its log id), ``event:`` (``followup`` or ``job``) and ``data:``
@@ -6,9 +6,10 @@ Each event carries ``id:`` (its log id), ``event:`` (``followup`` or ``job``) an
 after that id, none twice; without either, only events written after it connected. The text
 of a follow-up is read when it is sent: a forgotten follow-up is skipped.
 
-Waking: a writer in this process wakes the stream at once (:data:`user_events.SIGNAL`); the
-log is also read every ``server.events_poll_s``, so events written by another process (a
-``novaberg worker``, a second ``serve`` on one PostgreSQL) arrive too. A comment line every
+Waking: a writer in this process wakes the stream at once
+(:meth:`~novaberg.engine.event_log.EventLog.listening`); the log is also read every
+``server.events_poll_s``, so events written by another process (a ``novaberg worker``, a
+second ``serve`` on one PostgreSQL) arrive too. A comment line every
 ``KEEPALIVE_S`` keeps idle connections open. The stream ends when the client disconnects
 (Starlette cancels it), the server is told to stop, or its key is revoked: each read of the
 log first checks that the key is still active (``users revoke`` in another process, or a new
@@ -28,13 +29,12 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from novaberg.jobs import user_events
+from novaberg.engine.event_log import EventLog
+from novaberg.engine.keys import Keys
 from novaberg.server import sse
 from novaberg.server.auth import bearer_key, engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
 from novaberg.server.limits import StreamSlots
-from novaberg.storage.api_users import UserStore, hash_key
-from novaberg.storage.db import Database
 
 router = APIRouter(prefix="/api", tags=["events"])
 
@@ -75,17 +75,17 @@ async def events(
 ) -> StreamingResponse:
     """The key's user's follow-ups and finished memory jobs, as they happen (SSE)."""
     engine = engine_of(request)
-    db = engine.db
-    cursor = _resume_point(last_event_id, after)
-    if cursor is None:
-        cursor = await db.run(user_events.latest_id, db, user)
-    poll_s = engine.settings.server.events_poll_s
     key = bearer_key(request)
     assert key is not None  # require_user refused the request otherwise
+    log = EventLog(engine.db, user, Keys(engine.db).watch(key))
+    cursor = _resume_point(last_event_id, after)
+    if cursor is None:
+        cursor = await log.latest()
+    poll_s = engine.settings.server.events_poll_s
     slots: StreamSlots = request.app.state.streams
     slots.take(user)
     return _EventStream(
-        _stream(db, hash_key(key), user, cursor, poll_s),
+        _stream(log, cursor, poll_s),
         release=lambda: slots.release(user),
         media_type=sse.MEDIA_TYPE,
         headers=sse.HEADERS,
@@ -106,24 +106,13 @@ class _EventStream(StreamingResponse):
             self._release()
 
 
-def _read_if_active(
-    db: Database, key_hash: str, user: str, cursor: int
-) -> list[user_events.UserEvent] | None:
-    """The next events after ``cursor``; ``None`` once the stream's key is no longer active."""
-    if not UserStore(db).is_active(key_hash):
-        return None
-    return user_events.after(db, user, cursor, BATCH)
-
-
-async def _stream(
-    db: Database, key_hash: str, user: str, cursor: int, poll_s: float
-) -> AsyncIterator[str]:
-    with user_events.SIGNAL.listen(user) as woken:
+async def _stream(log: EventLog, cursor: int, poll_s: float) -> AsyncIterator[str]:
+    with log.listening() as woken:
         yield sse.comment("novaberg events")
         quiet_since = time.monotonic()
         while not sse.server_stopping():
             woken.clear()  # before reading: a write after the read sets it again
-            batch = await db.run(_read_if_active, db, key_hash, user, cursor)
+            batch = await log.after(cursor, BATCH)
             if batch is None:
                 return  # revoked: the client's next request is a 401
             for item in batch:

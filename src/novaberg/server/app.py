@@ -99,7 +99,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
         for notice in engine.notices:
             log.warning("notice: %s", notice)
         app.state.engine = engine
-        app.state.metrics = metrics.Metrics(engine.queue)
+        app.state.metrics = metrics.Metrics(engine.queue.depth)
         engine.queue.observers.add(app.state.metrics)
         app.state.service = TurnService(engine)
         # turns of a dead process, memory jobs and second passes left waiting: now and every

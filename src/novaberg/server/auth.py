@@ -1,5 +1,5 @@
 """Who is asking: the ``Authorization: Bearer KEY`` of every ``/v1`` and ``/api`` request,
-looked up by its hash (:mod:`novaberg.storage.api_users`) in the database's worker threads. A
+looked up by its hash (:mod:`novaberg.engine.keys`) in the database's worker threads. A
 missing, wrong or revoked key is a 401; what the request reads or writes belongs to the key's
 user, or, for a front-end's key, to the end user it names (:mod:`novaberg.server.frontend`).
 Each user then takes one request from their rate-limit bucket (:mod:`novaberg.server.ratelimit`).
@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import Request
 
 from novaberg.engine import Engine
+from novaberg.engine.keys import Keys
 from novaberg.server.errors import ApiProblem
 from novaberg.server.frontend import UNAUTHORIZED_HEADERS, end_user, end_user_name
 from novaberg.server.ratelimit import RateLimiter, retry_after
-from novaberg.storage.api_users import UserStore, malformed_key
 
 SHARED_ROUTES = frozenset({"/v1/models"})
 """Routes that read no user's data: a front-end key may call them without naming an end user
@@ -28,7 +28,7 @@ def engine_of(request: Request) -> Engine:
 def bearer_key(request: Request) -> str | None:
     """The key of the request's ``Authorization: Bearer KEY``; ``None`` when it sends none. A
     header that is not ``Bearer KEY``, or a value that cannot be a key (a character pasted
-    with it, cut when copied: :func:`~novaberg.storage.api_users.malformed_key`), is a 401 that
+    with it, cut when copied: :meth:`~novaberg.engine.keys.Keys.malformed`), is a 401 that
     says what is wrong without repeating the value; it is not looked up."""
     header = request.headers.get("authorization")
     if header is None or not header.strip():
@@ -42,7 +42,7 @@ def bearer_key(request: Request) -> str | None:
     elif not key:
         return None
     else:
-        problem = malformed_key(key)
+        problem = Keys.malformed(key)
     if problem is not None:
         raise ApiProblem(
             401,
@@ -71,8 +71,7 @@ async def user_of(request: Request, *, shared: bool = False) -> str:
             headers=UNAUTHORIZED_HEADERS,
         )
     engine = engine_of(request)
-    store = UserStore(engine.db)
-    user = await engine.db.run(store.authenticate, key)
+    user = await Keys(engine.db).user_of(key)
     if user is None:
         raise ApiProblem(
             401,

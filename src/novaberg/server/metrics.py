@@ -16,8 +16,7 @@ scrape targets.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,9 +26,17 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from novaberg.queue import ModelQueue
-from novaberg.stats import FOLLOW_UP_CALLER, JudgeStats, _count_votes
+from novaberg.engine.stats_page import (
+    FOLLOW_UP_CALLER,
+    corrections_by_judge,
+    is_follow_up,
+    is_last_resort,
+)
 from novaberg.telemetry import CallRecord
+
+Depth = Callable[[], Mapping[str, tuple[int, int]]]
+"""Per backend, right now: (calls waiting for a slot, calls running): the model queue's
+:meth:`~novaberg.queue.ModelQueue.depth`."""
 
 router = APIRouter()
 
@@ -42,8 +49,8 @@ WAIT_SECONDS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 class _QueueDepth(Collector):
     """Per backend, right now: calls waiting for a slot and calls running (read at scrape)."""
 
-    def __init__(self, queue: ModelQueue) -> None:
-        self.queue = queue
+    def __init__(self, depth: Depth) -> None:
+        self.depth = depth
 
     def collect(self) -> Iterator[Metric]:
         waiting = GaugeMetricFamily(
@@ -54,7 +61,7 @@ class _QueueDepth(Collector):
         running = GaugeMetricFamily(
             "novaberg_queue_running", "Model calls running on a backend now.", labels=["backend"]
         )
-        for backend, (queued, busy) in self.queue.depth().items():
+        for backend, (queued, busy) in self.depth().items():
             waiting.add_metric([backend], queued)
             running.add_metric([backend], busy)
         yield waiting
@@ -64,7 +71,7 @@ class _QueueDepth(Collector):
 class Metrics:
     """The figures of one app; an :class:`~novaberg.telemetry.Observer` of its model queue."""
 
-    def __init__(self, queue: ModelQueue) -> None:
+    def __init__(self, depth: Depth) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.turns = Counter(
@@ -149,7 +156,7 @@ class Metrics:
             ["kind", "status"],
             registry=r,
         )
-        r.register(_QueueDepth(queue))
+        r.register(_QueueDepth(depth))
 
     # -- Observer ----------------------------------------------------------------------
     def turn_ended(
@@ -165,13 +172,10 @@ class Metrics:
         self._count_calls(calls)
         if trace is None:
             return
-        thinker = trace.get("thinker")
-        if isinstance(thinker, dict) and thinker.get("result") == "last_resort":
+        if is_last_resort(trace):
             self.last_resorts.inc()
-        judges: defaultdict[str, JudgeStats] = defaultdict(JudgeStats)
-        _count_votes(trace, judges)  # the same reading of a trace as ``novaberg stats``
-        for judge, votes in judges.items():
-            self.corrections.labels(judge).inc(votes.corrections)
+        for judge, corrections in corrections_by_judge(trace).items():
+            self.corrections.labels(judge).inc(corrections)
 
     def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None:
         self.jobs.labels(job_type, status).inc()
@@ -194,7 +198,7 @@ class Metrics:
                 self.dropped_tool_calls.inc()
             elif c.outcome == "malformed":
                 self.malformed.labels(c.caller).inc()
-            if c.caller == FOLLOW_UP_CALLER and c.attempt == 1:
+            if is_follow_up(c):
                 self.followup_calls.inc()
 
     def text(self) -> bytes:
