@@ -36,7 +36,26 @@ from novaberg.errors import ConversationBusy, QueueFull, error_kind
 from novaberg.nodes.context import Shown
 from novaberg.proactive.due import Due
 from novaberg.storage import deliveries
+from novaberg.storage.deliveries import Followup
 from novaberg.validation import validate_message
+
+__all__ = [
+    "LEFT",
+    "AdmittedTurn",
+    "Answer",
+    "Failed",
+    "Followup",
+    "Progress",
+    "Shown",
+    "Started",
+    "Stored",
+    "TurnAsk",
+    "TurnEvent",
+    "TurnService",
+]
+"""``Shown`` (what a front-end resent with the message) and ``Followup`` (a self-triggered
+follow-up waiting for its delivery) are part of this door's vocabulary: its callers need no
+import from the layers below."""
 
 log = logging.getLogger("novaberg")
 
@@ -227,7 +246,7 @@ class TurnService:
 
     async def waiting_followups(
         self, conversation: int, channel: deliveries.Channel, *, before_turn: int | None = None
-    ) -> list[deliveries.Followup]:
+    ) -> list[Followup]:
         """The conversation's follow-ups no response has delivered (they were not ready in
         time), claimed for a response that shows them first; ``before_turn``: only those of
         turns before it (a response's own turn's follow-up comes after its answer)."""

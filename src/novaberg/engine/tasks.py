@@ -37,12 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from novaberg.backends.base import ChatRequest, TokenCallback
 from novaberg.context import CallContext
 from novaberg.queue import CALL_OWNER, FOREGROUND
 from novaberg.storage.db import Database, insert_calls
 from novaberg.telemetry import CallRecord
+
+if TYPE_CHECKING:
+    from novaberg.engine.core import Engine
 
 TASKS_MODEL_ID = "nova-tasks"
 CALLER = "frontend_task"
@@ -142,14 +146,16 @@ def _store(db: Database, calls: list[CallRecord], user: str, kind: str) -> None:
 
 
 async def run_task(
-    ctx: CallContext,
-    db: Database,
+    engine: Engine,
     user: str,
     task: FrontendTask,
     on_token: TokenCallback | None = None,
 ) -> TaskResult:
-    """One plain call for ``task`` (see the module text); its records are stored whether it
-    answered or failed (then its :class:`~novaberg.errors.BackendError` is raised)."""
+    """One plain call for ``task`` (see the module text) through ``engine``'s model queue;
+    its records are stored whether it answered or failed (then its
+    :class:`~novaberg.errors.BackendError` is raised)."""
+    ctx = CallContext(settings=engine.settings, queue=engine.queue)
+    db = engine.db
     CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
     request = ChatRequest(
         caller=CALLER,

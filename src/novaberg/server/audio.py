@@ -23,13 +23,10 @@ from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.engine.voice import FORMATS, LANGUAGES, Busy, Heard, VoiceService
 from novaberg.errors import BadAudio, SpeechError, SpeechUnavailable, UsageError
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, openai_errors
-from novaberg.speech.audio import FORMATS, Format, decode, encode
-from novaberg.speech.base import Heard, Speaker
-from novaberg.speech.engines import LANGUAGES, Busy, Engines
-from novaberg.speech.heard import RecentlyHeard
 from novaberg.text import quoted
 from novaberg.validation import validate_message
 
@@ -49,21 +46,13 @@ TRANSCRIPT_FORMATS = ("json", "text", "verbose_json")
 BUSY_RETRY_S = 2
 
 
-def engines_of(request: Request) -> Engines:
-    """The process's speech engines, made on first use (made cheaply: nothing loads)."""
+def voice_of(request: Request) -> VoiceService:
+    """The process's voice, made on first use (made cheaply: nothing loads)."""
     state = request.app.state
-    if getattr(state, "speech", None) is None:
-        state.speech = Engines(engine_of(request).settings.speech)
-    engines: Engines = state.speech
-    return engines
-
-
-def heard_of(request: Request) -> RecentlyHeard:
-    state = request.app.state
-    if getattr(state, "heard", None) is None:
-        state.heard = RecentlyHeard()
-    heard: RecentlyHeard = state.heard
-    return heard
+    if getattr(state, "voice", None) is None:
+        state.voice = VoiceService(engine_of(request).settings.speech)
+    voice: VoiceService = state.voice
+    return voice
 
 
 def _model(model: str, known: tuple[str, ...]) -> None:
@@ -227,11 +216,9 @@ async def transcriptions(
             f"The audio file is larger than {limit} bytes (speech.max_audio_bytes).",
             code="request_too_large",
         )
-    engines = engines_of(request)
-    max_s = settings.speech.max_audio_s
+    voice = voice_of(request)
     try:
-        listener = engines.listener(chosen)
-        heard = await engines.run(lambda: listener.transcribe(decode(data, max_s), chosen))
+        heard = await voice.transcribe(data, chosen)
     except (SpeechError, Busy) as exc:
         raise _problem(exc) from None
     try:  # the words are the user's message: the same limits as typed text
@@ -239,7 +226,7 @@ async def transcriptions(
     except UsageError as exc:
         problem = f"The transcript cannot be a message: {exc}"
         raise ApiProblem(400, problem, code="invalid_message") from None
-    heard_of(request).remember(user, heard)
+    voice.remember(user, heard)
     log.info(
         "heard %.1f s of audio with %s (confidence %.2f)",
         heard.duration_s,
@@ -301,23 +288,13 @@ async def speech(
         )
     text = _speakable(body.input, settings.speech.max_speech_chars)
     chosen = language or settings.language
-    engines = engines_of(request)
     try:
-        speaker = engines.speaker(chosen)
-        audio = await engines.run(lambda: _say(speaker, text, body.speed, fmt))
+        audio = await voice_of(request).speak(text, chosen, body.speed, fmt)
     except UsageError as exc:
         raise ApiProblem(400, str(exc), code="invalid_request") from None
     except (SpeechError, Busy) as exc:
         raise _problem(exc) from None
     return Response(audio, media_type=fmt.media_type)
-
-
-def _say(speaker: Speaker, text: str, speed: float, fmt: Format) -> bytes:
-    """``text`` spoken and encoded (in a worker thread)."""
-    spoken = speaker.synthesize(text, speed)
-    if not spoken.pcm:
-        raise UsageError("input has nothing that can be spoken (no words in it).")
-    return encode(spoken, fmt)
 
 
 def _speakable(text: str, limit: int) -> str:
@@ -347,10 +324,9 @@ async def audio_models(user: Annotated[str, Depends(require_user)]) -> AudioMode
 @router.get("/voices")
 async def audio_voices(request: Request, user: Annotated[str, Depends(require_user)]) -> Voices:
     """Nova's voices: one per language, with the engine that speaks it."""
-    speakers = engines_of(request).speakers
     return Voices(
         voices=[
-            Voice(id=f"nova-{lang}", name=f"Nova ({lang}, {s.name} {s.model})")
-            for lang, s in speakers.items()
+            Voice(id=f"nova-{lang}", name=f"Nova ({lang}, {engine})")
+            for lang, engine in voice_of(request).voices().items()
         ]
     )

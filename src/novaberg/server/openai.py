@@ -39,7 +39,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.config import Settings
-from novaberg.context import CallContext
 from novaberg.engine import Engine, TurnResult
 from novaberg.engine.attached import split_sources
 from novaberg.engine.conversations import Said, said_before, shown_history
@@ -47,18 +46,18 @@ from novaberg.engine.service import (
     AdmittedTurn,
     Answer,
     Failed,
+    Followup,
     Progress,
+    Shown,
     Stored,
     TurnAsk,
 )
 from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
 from novaberg.errors import NovabergError, TurnRefused, UsageError
-from novaberg.nodes.context import Shown
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER, choose_conversation
 from novaberg.server.errors import ApiProblem, openai_error, openai_errors
 from novaberg.server.turns import admit, failure, refused, service_of, started, watch
-from novaberg.storage.deliveries import Followup
 from novaberg.text import is_blank, quoted
 from novaberg.validation import validate_message
 
@@ -261,8 +260,7 @@ async def _task(
     except TurnRefused as exc:
         raise refused(exc) from None
     try:
-        ctx = CallContext(settings=engine.settings, queue=engine.queue)
-        done = await run_task(ctx, engine.db, user, task)
+        done = await run_task(engine, user, task)
     except NovabergError as exc:
         raise failure(exc) from exc
     completion_id = f"chatcmpl-nova-task-{int(time.time() * 1000)}"

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from novaberg.engine.service import AdmittedTurn, Failed, Started, TurnAsk, TurnEvent, TurnService
+from novaberg.engine.voice import VoiceService
 from novaberg.errors import (
     BackendError,
     ConversationBusy,
@@ -26,7 +27,6 @@ from novaberg.errors import (
     UsageError,
 )
 from novaberg.server.errors import ApiProblem
-from novaberg.speech.heard import RecentlyHeard
 
 log = logging.getLogger("novaberg.server")
 
@@ -54,8 +54,8 @@ def refused(exc: TurnRefused) -> ApiProblem:
 def admit(request: Request, ask: TurnAsk) -> AdmittedTurn:
     """Admit ``ask``'s turn, or the HTTP problem that says why not (400, 409, 503). A message
     that was spoken (its words are a transcription of this user's) says so in the trace."""
-    heard: RecentlyHeard | None = getattr(request.app.state, "heard", None)
-    spoken = None if heard is None else heard.notice_for(ask.user, ask.message)
+    voice: VoiceService | None = getattr(request.app.state, "voice", None)  # made on first use
+    spoken = None if voice is None else voice.notice_for(ask.user, ask.message)
     if spoken is not None:
         ask = dataclasses.replace(ask, notices=(*ask.notices, spoken))
     try:
