@@ -136,7 +136,7 @@ async def test_forget_leaves_no_byte_of_the_text_anywhere(
         f"Is {WORD}'s cage big enough?", conversation_id=conversation
     )
     assert last_resort.contract_json()["thinker"]["result"] == "last_resort"
-    assert [f["reply"] for f in last_resort.followups] == [f"Second look: {WORD} is fine."]
+    assert [f.reply for f in last_resort.followups] == [f"Second look: {WORD} is fine."]
     server.script("consolidate", said({"action": "same", "fact_id": fact.id, "fact": ""}))
     await engine.run_background()
 

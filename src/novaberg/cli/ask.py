@@ -33,7 +33,7 @@ def run_ask(
                 echo(result.reply)
                 for followup in result.followups:  # Nova's second look, after a blank line
                     echo()
-                    echo(str(followup["reply"]))
+                    echo(followup.reply)
             sys.stdout.flush()
             # The reply is out; the memory jobs this turn enqueued run now (an interruption
             # leaves them pending for the next process: they are idempotent).

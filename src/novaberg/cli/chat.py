@@ -235,6 +235,6 @@ def _loop(runner: asyncio.Runner, engine: Engine, console: Console, current: int
         runner.run(_start_background(engine))
         view.finish(result.reply)
         for followup in result.followups:  # Nova's second look, in her own words
-            console.print(NOVA + styled(str(followup["reply"])))
+            console.print(NOVA + styled(followup.reply))
         runner.run(_send_due(engine))  # a reminder that came due during the turn
         sys.stdout.flush()

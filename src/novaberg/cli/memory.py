@@ -122,18 +122,19 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
     newest first: what replaced it and why)."""
     from novaberg.cli.safe import dumps, echo
     from novaberg.memory.store import version_view
+    from novaberg.storage.turns import source_of
 
     store, who = _store(user)
     memory = store.get(who, memory_id)
     if memory is None:
         _missing(memory_id, who)
     item = memory.view()
-    turn = (store.db.turn(memory.source_turn_id) if memory.source_turn_id else None) or {}
+    turn = source_of(store.db, memory.source_turn_id) if memory.source_turn_id else None
     item["source"] = {
         "turn_id": memory.source_turn_id,
         "message_id": memory.source_message_id,
-        "origin": turn.get("origin"),
-        "user_text": turn.get("user_text"),
+        "origin": None if turn is None else turn.origin,
+        "user_text": None if turn is None else turn.user_text,
     }
     item["history"] = [version_view(v) for v in store.history(who, memory_id)]
     if as_json:
@@ -266,14 +267,15 @@ def jobs(user: UserOpt = None, as_json: JsonOpt = False) -> None:
     """The background memory jobs (consolidation, profile, timeline) and how they ended."""
     from novaberg.cli.safe import dumps, echo
     from novaberg.memory.jobs import JOB_TYPES
+    from novaberg.storage.events import jobs_of
 
     db, who = _open(user)
-    rows = db.events_of_user(who, JOB_TYPES)  # the user's own, as GET /api/memory/jobs
+    rows = jobs_of(db, who, JOB_TYPES)  # the user's own, as GET /api/memory/jobs
     if as_json:
-        typer.echo(dumps(rows))
+        typer.echo(dumps([asdict(r) for r in rows]))
         return
     for r in rows:
-        echo(f"[{r['id']}] {r['type']} (turn {r['turn_id']}): {r['status']} {r['result']}")
+        echo(f"[{r.id}] {r.type} (turn {r.turn_id}): {r.status} {r.result}")
 
 
 @app.command()

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.graph.channels import Correcting, Court, Salience, ThinkerRun
+from novaberg.storage.events import EventState
 from novaberg.telemetry import CallRecord, JsonMode, Outcome
 
 
@@ -135,11 +136,11 @@ def turn_contract(
     reply: str,
     turn_id: int,
     conversation_id: int,
-    followups: Iterable[Mapping[str, Any]],
+    followups: Iterable[FollowupView],
     calls: Iterable[CallRecord],
     parts: Mapping[str, Any],
     stored: bool,
-    events: Iterable[Mapping[str, Any]],
+    events: Iterable[EventState],
 ) -> TurnContract:
     """The contract of a turn from its pieces: ``parts`` holds the turn's ``thinker``,
     ``tribunal``, ``corrector`` and ``salience`` records (the turn state's channels, or the
@@ -150,12 +151,12 @@ def turn_contract(
         reply=reply,
         turn_id=turn_id,
         conversation_id=conversation_id,
-        followups=[FollowupView.model_validate(f) for f in followups],
+        followups=list(followups),
         calls=[CallView.of(c) for c in calls],
         thinker=None if thinker is None else ThinkerView.model_validate(thinker),
         tribunal=None if court is None else _tribunal(court, _view(parts, "corrector")),
         salience=None if scored is None else SalienceView(score=scored.get("score"), stored=stored),
-        events=[EventView.model_validate(e) for e in events],
+        events=[EventView(id=e.id, type=e.type, status=e.status) for e in events],
     )
 
 

@@ -23,6 +23,7 @@ from novaberg.backends.select import build_chain
 from novaberg.config import Settings
 from novaberg.engine.assembly import compile_turn_graph
 from novaberg.engine.background import BackgroundJobRunner, warm_dateparser
+from novaberg.engine.contract import FollowupView
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
 from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
@@ -37,6 +38,7 @@ from novaberg.proactive.schedule import zone
 from novaberg.prompts.templates import prompts_for
 from novaberg.queue import BACKGROUND, CALL_OWNER, FOREGROUND, ModelQueue
 from novaberg.storage import deliveries
+from novaberg.storage import events as stored_events
 from novaberg.storage.db import Database
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.mcp_servers import McpServers
@@ -262,15 +264,15 @@ class Engine:
         )
         if drain_followups:
             result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
-            inline = [int(f["turn_id"]) for f in result.followups]
+            inline = [f.turn_id for f in result.followups]
             if inline:
                 await self.db.run(deliveries.mark_delivered, self.db, inline, "inline")
-        result.events = await self.db.run(self.db.events_of_turn, result.turn_id)
+        result.events = await self.db.run(stored_events.states_of_turn, self.db, result.turn_id)
         return result
 
     async def drain_self_triggers(
         self, turn_id: int, user: str, conversation: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[FollowupView]:
         """Run the second passes this turn scheduled, each claimed first (another process on
         this home never runs it too)."""
         followups = []
@@ -303,7 +305,7 @@ class Engine:
                 second.turn_id,
             )
             followups.append(
-                {"reply": second.reply, "origin": "self_trigger", "turn_id": second.turn_id}
+                FollowupView(reply=second.reply, origin="self_trigger", turn_id=second.turn_id)
             )
         return followups
 

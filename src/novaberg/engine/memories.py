@@ -16,6 +16,8 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from novaberg.memory.store import MemoryStore
+from novaberg.storage.events import JobRow, jobs_of
+from novaberg.storage.turns import source_of
 
 if TYPE_CHECKING:
     from novaberg.engine.core import Engine
@@ -99,9 +101,11 @@ class Memories:
             if memory is None:
                 return None
             source = memory.source_turn_id
-            turn = (store.db.turn(source) if source else None) or {}
+            turn = source_of(store.db, source) if source else None
             chain = store.history(user, memory_id)
-            return Shown(memory, chain, turn.get("origin"), turn.get("user_text"))
+            if turn is None:
+                return Shown(memory, chain, None, None)
+            return Shown(memory, chain, turn.origin, turn.user_text)
 
         return await store.db.run(read)
 
@@ -152,12 +156,12 @@ class Memories:
         """The latest version of each profile part that was ever written."""
         return await self.store.db.run(self.store.profile, user)
 
-    async def jobs(self, user: str) -> list[dict[str, Any]]:
+    async def jobs(self, user: str) -> list[JobRow]:
         """The user's background memory jobs and how they ended, oldest first."""
         from novaberg.memory.jobs import JOB_TYPES
 
         db = self.store.db
-        return await db.run(db.events_of_user, user, JOB_TYPES)
+        return await db.run(jobs_of, db, user, JOB_TYPES)
 
     async def export(self, user: str) -> dict[str, Any]:
         """Everything Nova knows about the user: the file ``memory export`` writes."""

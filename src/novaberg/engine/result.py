@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from novaberg.engine.contract import TurnContract, turn_contract
+from novaberg.engine.contract import FollowupView, TurnContract, turn_contract
 from novaberg.graph.state import TurnState
+from novaberg.storage.events import EventState
 from novaberg.telemetry import Trace
 
 
@@ -18,8 +19,10 @@ class TurnResult:
     state: TurnState
     trace: Trace
     memory_id: int | None
-    followups: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    followups: list[FollowupView] = field(default_factory=list)
+    """The second passes' replies this response delivers (each its own stored turn)."""
+    events: list[EventState] = field(default_factory=list)
+    """The events the turn scheduled, read once it is stored (the server's turn routes)."""
 
     def contract(self) -> TurnContract:
         """The turn as ``novaberg ask --json`` prints it (../shared/DESIGN.md, interface

@@ -30,13 +30,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from novaberg.engine.contract import FollowupView
 from novaberg.engine.core import Engine
 from novaberg.engine.result import TurnResult
 from novaberg.errors import ConversationBusy, QueueFull, error_kind
 from novaberg.nodes.context import Shown
 from novaberg.proactive.due import Due
 from novaberg.storage import deliveries
+from novaberg.storage import events as stored_events
 from novaberg.storage.deliveries import Followup
+from novaberg.storage.events import EventState
 from novaberg.validation import validate_message
 
 __all__ = [
@@ -123,7 +126,7 @@ class AdmittedTurn:
 
     conversation: int
     _events: asyncio.Queue[TurnEvent] = field(default_factory=asyncio.Queue)
-    _task: asyncio.Task[list[dict[str, Any]]] | None = None
+    _task: asyncio.Task[list[FollowupView]] | None = None
     _ended: asyncio.Future[TurnResult] | None = None
     _answered: bool = False
     _delivered: bool = False
@@ -153,7 +156,7 @@ class AdmittedTurn:
 
     async def followups(
         self, engine: Engine, wait_s: float | None, channel: deliveries.Channel
-    ) -> list[dict[str, Any]]:
+    ) -> list[FollowupView]:
         """The follow-ups ready within ``wait_s`` of now (``None``: all of them, however long
         they take), claimed for this response (none when their drain failed): entries as in
         ``TurnResult.followups``."""
@@ -163,9 +166,9 @@ class AdmittedTurn:
         if not done or task.cancelled() or task.exception() is not None:
             return []
         ready = task.result()
-        ids = [int(f["turn_id"]) for f in ready]
+        ids = [f.turn_id for f in ready]
         claimed = set(await engine.db.run(deliveries.mark_delivered, engine.db, ids, channel))
-        return [f for f in ready if int(f["turn_id"]) in claimed]
+        return [f for f in ready if f.turn_id in claimed]
 
 
 class TurnService:
@@ -177,6 +180,12 @@ class TurnService:
         """Turns (with their follow-ups) still running: the server's shutdown waits for
         them within its grace, then cancels them (stored as aborted)."""
         self._busy: set[int] = set()
+
+    async def events_of(self, turn_id: int) -> list[EventState]:
+        """The events the stored turn ``turn_id`` scheduled, oldest first (its contract's
+        ``events``)."""
+        db = self.engine.db
+        return await db.run(stored_events.states_of_turn, db, turn_id)
 
     def refuse_when_queue_full(self) -> None:
         """:class:`QueueFull` when ``server.max_queue`` model calls already wait."""
@@ -206,7 +215,7 @@ class TurnService:
             turn._answered = True
             turn._events.put_nowait(Answer(text))
 
-        async def whole() -> list[dict[str, Any]]:
+        async def whole() -> list[FollowupView]:
             try:
                 result = await engine.run_turn(
                     message,
@@ -270,7 +279,7 @@ class TurnService:
         await asyncio.gather(*running, *late, return_exceptions=True)
 
 
-def _report(task: asyncio.Task[list[dict[str, Any]]]) -> None:
+def _report(task: asyncio.Task[list[FollowupView]]) -> None:
     """A follow-up failure is recorded on its event; this notes what stopped the whole drain
     (it stays pending and runs again when a process claims it)."""
     if not task.cancelled() and (exc := task.exception()) is not None:

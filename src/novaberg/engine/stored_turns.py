@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from novaberg.engine.contract import TurnContract, turn_contract
+from novaberg.engine.contract import FollowupView, TurnContract, turn_contract
 from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.storage import turns
 from novaberg.storage.db import Database
+from novaberg.storage.events import states_of_turn
 from novaberg.storage.turns import OwnedTurn, turn_owner
 
 __all__ = ["stored_turn", "turn_owner"]
@@ -34,11 +35,11 @@ def stored_turn(db: Database, row: OwnedTurn) -> TurnContract:
         turn_id=row.id,
         conversation_id=row.conversation_id,
         followups=[
-            {"reply": f.reply, "origin": "self_trigger", "turn_id": f.turn_id}
+            FollowupView(reply=f.reply, origin="self_trigger", turn_id=f.turn_id)
             for f in turns.followups_of(db, row.id)
         ],
         calls=turns.calls_of(db, row.id),
         parts=trace,
         stored=MemoryStore.key_id(db, row.user_id, turn_item_key(row.id)) is not None,
-        events=db.events_of_turn(row.id),
+        events=states_of_turn(db, row.id),
     )

@@ -49,6 +49,7 @@ from novaberg.storage.db import insert_calls
 from novaberg.storage.events import Event
 from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
 from novaberg.storage.memory_jobs import events_ahead
+from novaberg.storage.turns import TurnSource, source_of
 from novaberg.structured import ask_structured
 
 log = logging.getLogger("novaberg")
@@ -304,12 +305,12 @@ async def timeline(
     ctx: JobContext, store: MemoryStore, user: str, event: Event
 ) -> tuple[Write, str]:
     item, turn = await ctx.db.run(
-        lambda: (_source(store, user, event), ctx.db.turn(int(event.payload["turn_id"])))
+        lambda: (_source(store, user, event), source_of(ctx.db, int(event.payload["turn_id"])))
     )
-    if item is None or turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
+    if item is None or turn is None or turn.forgotten or turn.user_text == FORGOTTEN:
         return None, "the source was forgotten"
-    message = str(turn["user_text"])
-    at = datetime.fromisoformat(str(turn["started_at"]))
+    message = turn.user_text
+    at = datetime.fromisoformat(turn.started_at)
     # dateparser is CPU work (about 400 ms on its first call): in a thread, not on the loop
     mentioned = await asyncio.to_thread(date_expressions, message, at, ctx.settings.language)
     if not mentioned:
@@ -594,16 +595,15 @@ async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) ->
     turn_id = int(event.payload["turn_id"])
     key = turn_item_key(turn_id)
 
-    def read() -> tuple[dict[str, Any] | None, int | None]:  # in a database worker
-        turn = ctx.db.turn(turn_id)
-        return turn, store.key_id(ctx.db, user, key)
+    def read() -> tuple[TurnSource | None, int | None]:  # in a database worker
+        return source_of(ctx.db, turn_id), store.key_id(ctx.db, user, key)
 
     turn, weighed = await ctx.db.run(read)
-    if turn is None or turn.get("forgotten_at") or turn["user_text"] == FORGOTTEN:
+    if turn is None or turn.forgotten or turn.user_text == FORGOTTEN:
         return None, "the source was forgotten"
     if weighed is not None:
         return None, f"weighed before: memory {weighed}"
-    text = str(turn["user_text"])
+    text = turn.user_text
     if not text.strip():
         return None, "no user message in this turn; no model call"
     messages = salience_prompt(ctx, Situation(), text)
@@ -616,7 +616,7 @@ async def weigh(ctx: JobContext, store: MemoryStore, user: str, event: Event) ->
     repeated = await ctx.db.run(store.current_saying, user, "short_term", summary)
     if repeated is not None:
         return None, f"kept already as memory {repeated}; not stored twice"
-    said_at = str(turn["started_at"])
+    said_at = turn.started_at
     message_id = event.payload.get("message_id")
 
     def write(c: Any) -> str:

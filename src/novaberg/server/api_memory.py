@@ -117,7 +117,7 @@ async def profile(request: Request, user: User) -> ProfileParts:
 async def jobs(request: Request, user: User) -> MemoryJobs:
     """The user's background memory jobs and how they ended."""
     rows = await _memories(request).jobs(user)
-    return MemoryJobs(items=[MemoryJob.model_validate(r) for r in rows])
+    return MemoryJobs(items=[MemoryJob.model_validate(r, from_attributes=True) for r in rows])
 
 
 @router.get("/{memory_id}", responses=api_errors((404, "The user has no such memory.")))

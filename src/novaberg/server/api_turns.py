@@ -30,7 +30,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.engine import Engine
 from novaberg.engine.contract import TurnContract
 from novaberg.engine.pages import (
     ConversationPage,
@@ -39,14 +38,22 @@ from novaberg.engine.pages import (
     conversation_page,
     message_page,
 )
-from novaberg.engine.service import AdmittedTurn, Answer, Failed, Progress, Stored, TurnAsk
+from novaberg.engine.service import (
+    AdmittedTurn,
+    Answer,
+    Failed,
+    Progress,
+    Stored,
+    TurnAsk,
+    TurnService,
+)
 from novaberg.engine.stored_turns import stored_turn, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.conversations import CONVERSATION_HEADER, TURN_HEADER
 from novaberg.server.errors import ApiProblem, api_errors
-from novaberg.server.turns import admit, failure, started, watch
+from novaberg.server.turns import admit, failure, service_of, started, watch
 from novaberg.text import quoted
 from novaberg.validation import validate_message
 
@@ -112,7 +119,7 @@ async def post_turn(
     turn = admit(request, TurnAsk(user, message, conversation))  # 409, 503
     watcher = watch(request, turn)
     if stream:
-        return await _stream_turn(engine, turn, watcher)
+        return await _stream_turn(service_of(request), turn, watcher)
     try:
         async for event in turn.events():
             if isinstance(event, Failed):
@@ -125,7 +132,7 @@ async def post_turn(
         watcher.cancel()
     # as `novaberg ask --json`: with every follow-up of the turn, however long it takes
     result.followups = await turn.followups(engine, None, "inline")
-    result.events = await db.run(db.events_of_turn, result.turn_id)
+    result.events = await service_of(request).events_of(result.turn_id)
     return result.contract()
 
 
@@ -141,10 +148,10 @@ def _error_event(exc: BaseException) -> str:
 
 
 async def _stream_turn(
-    engine: Engine, turn: AdmittedTurn, watcher: asyncio.Task[None]
+    service: TurnService, turn: AdmittedTurn, watcher: asyncio.Task[None]
 ) -> StreamingResponse:
     """``POST /api/turns?stream=true``: the admitted turn's events as server-sent events."""
-    db = engine.db
+    engine = service.engine
     first, events = await started(turn, watcher)
     turn_id = first.turn_id
     conversation = turn.conversation
@@ -170,9 +177,9 @@ async def _stream_turn(
                     result = event.result
             result.followups = await turn.followups(engine, wait_s, "api")
             for f in result.followups:
-                data = {"text": f["reply"], "turn_id": f["turn_id"], "parent_turn_id": turn_id}
+                data = {"text": f.reply, "turn_id": f.turn_id, "parent_turn_id": turn_id}
                 yield sse.event("followup", data)
-            result.events = await db.run(db.events_of_turn, result.turn_id)
+            result.events = await service.events_of(result.turn_id)
             yield sse.event("done", result.contract_json())
         finally:
             watcher.cancel()

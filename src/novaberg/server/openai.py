@@ -203,7 +203,7 @@ async def usage_of(
     (``earlier``: those of earlier turns it delivers first)."""
     prompt = sum(c.prompt_eval_count for c in result.trace.calls)
     completion = sum(c.eval_count for c in result.trace.calls)
-    later = [int(f["turn_id"]) for f in result.followups]
+    later = [f.turn_id for f in result.followups]
     for turn_id in [*(f.turn_id for f in earlier or []), *later]:
         for call in await engine.db.run(engine.db.calls_of, turn_id):
             prompt += int(call["prompt_eval_count"] or 0)
@@ -221,7 +221,7 @@ def full_text(result: TurnResult, earlier: list[Followup] | None = None) -> str:
         [
             *(f.text for f in earlier or []),
             result.reply,
-            *(str(f["reply"]) for f in result.followups),
+            *(f.reply for f in result.followups),
         ]
     )
 
@@ -552,7 +552,7 @@ async def _stream(
             result.followups = await turn.followups(engine, wait_s, "openai")
             for followup in result.followups:
                 yield chunk({"content": FOLLOWUP_SEPARATOR})
-                for piece in _pieces(str(followup["reply"]), size):
+                for piece in _pieces(followup.reply, size):
                     yield chunk({"content": piece})
             yield chunk({}, "stop")
             if include_usage:

@@ -461,11 +461,6 @@ class Database:
     def calls_of(self, turn_id: int) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM llm_calls WHERE turn_id = ? ORDER BY seq", (turn_id,))
 
-    def events_of_turn(self, turn_id: int) -> list[dict[str, Any]]:
-        return self.query(
-            "SELECT id, type, status FROM events WHERE turn_id = ? ORDER BY id", (turn_id,)
-        )
-
     def ping(self) -> None:
         """One round trip to the database (readiness)."""
         self.scalar("SELECT 1")
@@ -489,16 +484,6 @@ class Database:
             "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
             "AND t.forgotten_at IS NULL ORDER BY m.id",
             (conversation_id,),
-        )
-
-    def events_of_user(self, user: str, types: tuple[str, ...]) -> list[dict[str, Any]]:
-        """The user's events of these types (their memory jobs), oldest first."""
-        marks = ", ".join("?" for _ in types)
-        return self.query(
-            "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
-            f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
-            f"AND e.type IN ({marks}) ORDER BY e.id",
-            (user, *types),
         )
 
 

@@ -2,10 +2,9 @@
 messages, persisted per conversation. A new event, the pending events of a turn, the unfinished
 ones of some types, the atomic claim of the oldest claimable one, the claims of dead processes
 and of this one given up, an event's status and result, and whether a cause (a proactive
-message's ``cause_key``) was scheduled already. The rules of a claim (who claims, the lease, a
-dead claimer) are :mod:`novaberg.jobs.events`'s; the events of one turn and a user's memory
-jobs as shown are :meth:`~novaberg.storage.db.Database.events_of_turn` and
-:meth:`~novaberg.storage.db.Database.events_of_user`.
+message's ``cause_key``) was scheduled already; the events of one turn as its contract shows
+them (:func:`states_of_turn`) and a user's memory jobs (:func:`jobs_of`). The rules of a
+claim (who claims, the lease, a dead claimer) are :mod:`novaberg.jobs.events`'s.
 
 Sync functions that query the database (async callers run them through
 :meth:`~novaberg.storage.db.Database.run`); the ones that write take the transaction's
@@ -32,6 +31,55 @@ class Event:
     payload: dict[str, Any]
     due_at: str | None = None
     """When a proactive message is due (UTC); ``None`` for every other event."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventState:
+    """An event as a turn's contract shows it (``events`` of ``ask --json``)."""
+
+    id: int
+    type: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A user's memory job and how it ended (``memory jobs``, ``GET /api/memory/jobs``)."""
+
+    id: int
+    type: str
+    status: str
+    result: str
+    turn_id: int | None
+    updated_at: str
+
+
+def states_of_turn(db: Database, turn_id: int) -> list[EventState]:
+    """The events the turn ``turn_id`` scheduled, oldest first."""
+    rows = db.query("SELECT id, type, status FROM events WHERE turn_id = ? ORDER BY id", (turn_id,))
+    return [EventState(int(r["id"]), str(r["type"]), str(r["status"])) for r in rows]
+
+
+def jobs_of(db: Database, user: str, types: tuple[str, ...]) -> list[JobRow]:
+    """The user's events of these types (their memory jobs), oldest first."""
+    marks = ", ".join("?" for _ in types)
+    rows = db.query(
+        "SELECT e.id, e.type, e.status, e.result, e.turn_id, e.updated_at FROM events e "
+        f"JOIN conversations c ON c.id = e.conversation_id WHERE c.user_id = ? "
+        f"AND e.type IN ({marks}) ORDER BY e.id",
+        (user, *types),
+    )
+    return [
+        JobRow(
+            id=int(r["id"]),
+            type=str(r["type"]),
+            status=str(r["status"]),
+            result=str(r["result"]),
+            turn_id=None if r["turn_id"] is None else int(r["turn_id"]),
+            updated_at=str(r["updated_at"]),
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)

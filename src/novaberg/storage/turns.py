@@ -35,6 +35,35 @@ class StoredFollowup:
     reply: str
 
 
+@dataclass(frozen=True, slots=True)
+class TurnSource:
+    """What a memory job and a memory's page read of the turn it came from."""
+
+    id: int
+    origin: str
+    user_text: str
+    """The user's message (``FORGOTTEN``'s mark once its words were forgotten)."""
+    started_at: str
+    forgotten: bool
+
+
+def source_of(db: Database, turn_id: int) -> TurnSource | None:
+    """The turn ``turn_id`` as a memory's source; ``None`` when there is none."""
+    row = db.one(
+        "SELECT id, origin, user_text, started_at, forgotten_at FROM turns WHERE id = ?",
+        (turn_id,),
+    )
+    if row is None:
+        return None
+    return TurnSource(
+        id=int(row["id"]),
+        origin=str(row["origin"]),
+        user_text=str(row["user_text"]),
+        started_at=str(row["started_at"]),
+        forgotten=bool(row["forgotten_at"]),
+    )
+
+
 def turn_owner(db: Database, turn_id: int) -> OwnedTurn | None:
     """The turn ``turn_id`` with its owner; ``None`` when there is none."""
     row = db.one(
