@@ -368,13 +368,40 @@ def past_the_engine(module: str) -> set[str]:
 
 def test_the_engine_check_counts_what_lies_below_the_engine() -> None:
     assert past_the_engine("novaberg.engine.voice") == {"speech"}  # as the engine may
-    assert past_the_engine("novaberg.mcp.calls") >= {"memory", "storage"}
+    assert past_the_engine("novaberg.engine.memories") >= {"memory", "storage"}
     assert "engine" not in past_the_engine("novaberg.server.api_turns")
     assert not past_the_engine("novaberg.server.errors")
 
 
-def test_the_server_speaks_to_the_engine_and_to_nothing_below_it() -> None:
-    """A route speaks HTTP to the engine's doors (``engine/``: the turn service, keys, the
-    event log, voice, the pages) and the engine to memory, storage and the rest (issue 24)."""
-    found = {m: sorted(p) for m in SERVER if (p := past_the_engine(m))}
-    assert not found, f"server reaches below the engine: {found}"
+DOORS = sorted(m for m in MODULES if m.startswith(("novaberg.server", "novaberg.mcp")))
+"""The modules of the two network doors: the HTTP server and the MCP server."""
+
+
+def test_the_doors_speak_to_the_engine_and_to_nothing_below_it() -> None:
+    """A route or an MCP tool speaks its protocol to the engine's doors (``engine/``: the turn
+    service, conversations, memories, keys, the event log, voice, the pages) and the engine to
+    memory, storage and the rest (issue 24)."""
+    assert len(DOORS) > len(SERVER), "no MCP modules found"
+    found = {m: sorted(p) for m in DOORS if (p := past_the_engine(m))}
+    assert not found, f"a door reaches below the engine: {found}"
+
+
+def database_reaches(name: str) -> list[str]:
+    """Where module ``name`` reads an object's ``db`` attribute (the engine's database)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "db"
+    ]
+
+
+def test_the_database_reach_scan_finds_one() -> None:
+    assert database_reaches("novaberg.engine.conversation_service")  # the door itself holds it
+
+
+def test_no_door_holds_the_database() -> None:
+    """The doors pass no database handle around either (an attribute, not an import, which the
+    import check cannot see): what they need from it is an engine door's method."""
+    found = {m: f for m in DOORS if (f := database_reaches(m))}
+    assert not found, f"a door reaches the database: {found}"

@@ -86,7 +86,8 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
 
     from novaberg.cli.common import err_console, guarded, load
     from novaberg.cli.safe import dumps, echo
-    from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, heard_view, recall
+    from novaberg.engine.memory_pages import HeardView
+    from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, recall
 
     settings = guarded(lambda: load(user).settings)
     store, who = _store(user)
@@ -102,7 +103,7 @@ def search(query: str, user: UserOpt = None, as_json: JsonOpt = False) -> None:
         err_console.print(f"notice: {notice}", markup=False, highlight=False)
     found = result.items
     items = [{**r.item.view(), "score": round(r.score, 3), "reason": r.reason} for r in found]
-    said = [heard_view(h) for h in result.heard]
+    said = [HeardView.of(h).model_dump() for h in result.heard]
     if as_json:  # the items, then the messages (kind "message", with message_id)
         typer.echo(dumps([*items, *said]))
         return
@@ -121,7 +122,7 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
     """One memory, with the turn and message it came from, and its history (each version,
     newest first: what replaced it and why)."""
     from novaberg.cli.safe import dumps, echo
-    from novaberg.memory.store import version_view
+    from novaberg.engine.memory_pages import VersionView
     from novaberg.storage.turns import source_of
 
     store, who = _store(user)
@@ -136,7 +137,7 @@ def show(memory_id: int, user: UserOpt = None, as_json: JsonOpt = False) -> None
         "origin": None if turn is None else turn.origin,
         "user_text": None if turn is None else turn.user_text,
     }
-    item["history"] = [version_view(v) for v in store.history(who, memory_id)]
+    item["history"] = [VersionView.of(v).model_dump() for v in store.history(who, memory_id)]
     if as_json:
         typer.echo(dumps(item))
     else:

@@ -65,9 +65,7 @@ async def _work(stop: asyncio.Event) -> None:
     finally:
         await sweeper.stop()  # a second pass cut off here is stored as aborted
         await sweeper.service.finish(settings.server.shutdown_grace_s)  # a proactive turn
-        await engine.background.cancel()
-        await engine.db.run(engine.events.release_mine)  # others may take them at once
-        await engine.aclose()
+        await engine.aclose()  # its events released: others may take them at once
 
 
 def run_worker(*, verbose: bool) -> None:

@@ -189,6 +189,10 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.background.cancel()  # a cancelled job's event is redone next time
+        try:  # by another process at once: this one holds it no longer
+            await self.db.run(self.events.release_mine)
+        except Exception as exc:  # the database went first; the claim goes stale instead
+            log.info("could not release this process's events at close: %s", type(exc).__name__)
         await self.mcp.aclose()
         await self.chain.aclose()
         if self._embedding:  # a new item's vector: quick, and the next process needs none
@@ -198,6 +202,11 @@ class Engine:
                 await self._warming  # a thread cannot be stopped; let it end first
         await asyncio.to_thread(self.db.close)  # waits for the work already handed over
         otel.flush()
+
+    async def ping_database(self) -> None:
+        """One round trip to the database, in a database worker (readiness); a
+        :class:`~novaberg.errors.NovabergError` when it does not answer."""
+        await self.db.run(self.db.ping)
 
     def conversation_for(self, conversation_id: int | None) -> int:
         """Sync: for code that is not on the event loop (a thread, a CLI command)."""

@@ -8,11 +8,15 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from novaberg.engine.keys import KeyWatch
+from novaberg.engine.keys import Keys, KeyWatch
 from novaberg.jobs import user_events
 from novaberg.jobs.user_events import UserEvent
 from novaberg.storage.db import Database
+
+if TYPE_CHECKING:
+    from novaberg.engine.core import Engine
 
 __all__ = ["EventLog", "UserEvent"]
 
@@ -24,6 +28,11 @@ class EventLog:
     db: Database
     user: str
     key: KeyWatch
+
+    @classmethod
+    def of(cls, engine: Engine, user: str, key: str) -> EventLog:
+        """``user``'s log in the engine's database, read while ``key`` is active."""
+        return cls(engine.db, user, Keys.of(engine).watch(key))
 
     async def latest(self) -> int:
         """The id of the newest event; 0 when there is none."""

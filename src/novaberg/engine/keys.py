@@ -4,9 +4,13 @@ up by its hash in a database worker (:mod:`novaberg.storage.api_users` holds the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from novaberg.storage.api_users import ApiUser, UserStore, hash_key, malformed_key
 from novaberg.storage.db import Database
+
+if TYPE_CHECKING:
+    from novaberg.engine.core import Engine
 
 __all__ = ["ApiUser", "KeyWatch", "Keys"]
 
@@ -16,6 +20,11 @@ class Keys:
     """The API keys of one database."""
 
     db: Database
+
+    @classmethod
+    def of(cls, engine: Engine) -> Keys:
+        """The keys of the engine's database."""
+        return cls(engine.db)
 
     @staticmethod
     def malformed(key: str) -> str | None:

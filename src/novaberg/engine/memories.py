@@ -17,16 +17,30 @@ from typing import TYPE_CHECKING, Any
 
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.events import JobRow, jobs_of
+from novaberg.storage.memories import Kind, MemoryItem, Profile
 from novaberg.storage.turns import source_of
 
 if TYPE_CHECKING:
     from novaberg.engine.core import Engine
+    from novaberg.engine.remembered import Remembered
     from novaberg.memory.retrieval import Recall
     from novaberg.storage.forgetting import Forgotten
-    from novaberg.storage.memories import Kind, MemoryItem, Profile
+
+__all__ = [
+    "MAX_ID",
+    "Family",
+    "JobRow",
+    "Kind",
+    "Memories",
+    "MemoryItem",
+    "Page",
+    "Profile",
+    "Shown",
+]
 
 MAX_ID = 2**63 - 1
-"""The largest id a memory can have (a signed 64-bit integer): a larger one names none."""
+"""The largest id a row can have (a signed 64-bit integer): a memory, a conversation, a turn,
+an event; a larger one names none."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,19 @@ class Memories:
 
         db = self.store.db
         return await db.run(jobs_of, db, user, JOB_TYPES)
+
+    async def remember(self, user: str, text: str, via: str) -> Remembered:
+        """Store ``text`` as ``user``'s own statement (``via``: where it came from, for the
+        trace); a new item starts consolidation and the other jobs, as after a turn."""
+        from novaberg.engine.remembered import remember_statement
+
+        engine = self._engine
+        db = self.store.db
+        memory = engine.settings.memory
+        done = await db.run(remember_statement, db, engine.events, memory, user, text, via)
+        if done.created:
+            engine.start_background()
+        return done
 
     async def export(self, user: str) -> dict[str, Any]:
         """Everything Nova knows about the user: the file ``memory export`` writes."""

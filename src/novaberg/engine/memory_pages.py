@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine.memories import Family, Page, Shown
 from novaberg.memory.retrieval import Heard, Recall
-from novaberg.memory.store import version_view
+from novaberg.memory.store import version_ended, version_why
 from novaberg.storage.memories import MemoryItem, Profile
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
 
@@ -137,7 +137,10 @@ class VersionView(_Body):
 
     @classmethod
     def of(cls, item: MemoryItem) -> VersionView:
-        return cls.model_validate(version_view(item))
+        return cls(
+            id=item.id, text=item.text, valid_from=item.valid_from, valid_to=item.valid_to,
+            superseded_by=item.superseded_by, ended=version_ended(item), why=version_why(item),
+        )  # fmt: skip
 
 
 class SourceView(_Body):

@@ -26,21 +26,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from novaberg.engine.contract import FollowupView
+from novaberg.engine.contract import FollowupView, TurnContract
 from novaberg.engine.core import Engine
+from novaberg.engine.memories import MAX_ID
 from novaberg.engine.result import TurnResult
 from novaberg.errors import ConversationBusy, QueueFull, error_kind
 from novaberg.nodes.context import Shown
 from novaberg.proactive.due import Due
-from novaberg.storage import deliveries
+from novaberg.storage import deliveries, turns
 from novaberg.storage import events as stored_events
 from novaberg.storage.deliveries import Followup
 from novaberg.storage.events import EventState
+from novaberg.storage.turns import OwnedTurn
 from novaberg.validation import validate_message
+
+if TYPE_CHECKING:
+    from novaberg.engine.why import TurnWhy
 
 __all__ = [
     "LEFT",
@@ -186,6 +191,40 @@ class TurnService:
         ``events``)."""
         db = self.engine.db
         return await db.run(stored_events.states_of_turn, db, turn_id)
+
+    async def owned(self, user: str, turn_id: int) -> OwnedTurn | None:
+        """The stored turn ``turn_id`` with its status, when it is ``user``'s; ``None`` for
+        another user's turn, or none (an id out of range included)."""
+        if not 1 <= turn_id <= MAX_ID:
+            return None
+        db = self.engine.db
+        row = await db.run(turns.turn_owner, db, turn_id)
+        return row if row is not None and row.user_id == user else None
+
+    async def contract_of(self, row: OwnedTurn) -> TurnContract:
+        """The contract of the finished turn ``row`` (from :meth:`owned`), rebuilt from what
+        was stored (:mod:`novaberg.engine.stored_turns`)."""
+        from novaberg.engine.stored_turns import stored_turn
+
+        return await self.engine.db.run(stored_turn, self.engine.db, row)
+
+    async def why(self, user: str, turn_id: int) -> TurnWhy | None:
+        """The Why details of ``user``'s turn ``turn_id`` (the page's Why panel)."""
+        from novaberg.engine.why import turn_why
+
+        if not 1 <= turn_id <= MAX_ID:
+            return None
+        return await self.engine.db.run(turn_why, self.engine.db, turn_id, user)
+
+    async def tokens_of(self, turn_ids: Iterable[int]) -> tuple[int, int]:
+        """The prompt and completion tokens of every call the stored turns made."""
+        db = self.engine.db
+
+        def read() -> tuple[int, int]:  # in a worker
+            calls = [c for turn_id in turn_ids for c in turns.calls_of(db, turn_id)]
+            return sum(c.prompt_eval_count for c in calls), sum(c.eval_count for c in calls)
+
+        return await db.run(read)
 
     def refuse_when_queue_full(self) -> None:
         """:class:`QueueFull` when ``server.max_queue`` model calls already wait."""

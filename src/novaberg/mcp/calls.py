@@ -1,11 +1,12 @@
 """What each of Nova's MCP tools does, for the user a :class:`Seat` names, through the same
 engine doors as ``/api``: ``recall``, ``forget``, ``correct``, ``retract``, ``timeline`` and
-``profile`` are the engine's door to a user's memory (:class:`~novaberg.engine.memories.Memories`:
-the enricher's retrieval, the store's complete forget, its corrections), ``remember`` the engine's
-:func:`~novaberg.engine.remembered.remember_statement`, and ``talk`` one turn admitted by the
-engine's turn service (:class:`~novaberg.engine.service.TurnService`), as ``/api/turns``.
+``profile`` and ``remember`` are the engine's door to a user's memory
+(:class:`~novaberg.engine.memories.Memories`: the enricher's retrieval, the store's complete
+forget, its corrections, a statement of the user's own), and ``talk`` one turn admitted by the
+engine's turn service (:class:`~novaberg.engine.service.TurnService`) into a conversation the
+engine's :class:`~novaberg.engine.conversation_service.Conversations` gives, as ``/api/turns``.
 
-Every database call runs in the database's worker threads (``await db.run``). A user mistake
+Every database call runs in the engine's doors, in the database's worker threads. A user mistake
 or a refused turn is a :class:`~novaberg.errors.NovabergError` (its message is for the
 client); a memory or conversation that is not the user's is :class:`Missing`, the same as one
 that does not exist. Results are typed (:mod:`pydantic` models, :class:`Result`): the SDK
@@ -25,10 +26,9 @@ from novaberg.errors import BackendError, ModelOutputError, NovabergError
 
 if TYPE_CHECKING:  # the engine's modules load with the engine (novaberg mcp answers first)
     from novaberg.engine import Engine
+    from novaberg.engine.memories import MemoryItem
     from novaberg.engine.service import TurnService
-    from novaberg.storage.memories import MemoryItem
 
-MAX_ID = 2**63 - 1
 TIMELINE_BACK_DAYS = 1
 TIMELINE_AHEAD_DAYS = 14
 
@@ -154,25 +154,30 @@ def _item(memory: MemoryItem) -> dict[str, Any]:
 
 async def do_recall(seat: Seat, query: str, k: int) -> RecallResult:
     from novaberg.engine.memories import Memories
-    from novaberg.memory.retrieval import heard_view
 
     found = await Memories(seat.engine).search(seat.user, query, k=k, what="mcp recall")
     # validated in one pass (a model each, built one by one, was a third of the door's time)
     items = [_item(r.item) | {"reason": r.reason, "score": round(r.score, 3)} for r in found.items]
-    messages = [heard_view(h) for h in found.heard]
+    messages = [
+        {
+            "message_id": h.message.message_id,
+            "conversation_id": h.message.conversation_id,
+            "turn_id": h.message.turn_id,
+            "role": h.message.role,
+            "text": h.message.text,
+            "said_at": h.message.at,
+            "reason": h.reason,
+        }
+        for h in found.heard
+    ]
     return RecallResult.model_validate({"items": items, "messages": messages})
 
 
 async def do_remember(seat: Seat, text: str) -> RememberResult:
-    from novaberg.engine.remembered import remember_statement
+    from novaberg.engine.memories import Memories
 
-    engine = seat.engine
     via = f"MCP, {seat.client}" if seat.client else "MCP"
-    done = await engine.db.run(
-        remember_statement, engine.db, engine.events, engine.settings.memory, seat.user, text, via
-    )
-    if done.created:
-        engine.start_background()  # consolidation and the other jobs, as after a turn
+    done = await Memories(seat.engine).remember(seat.user, text, via)
     return RememberResult(id=done.id, created=done.created)
 
 
@@ -247,12 +252,12 @@ async def do_profile(seat: Seat) -> ProfileResult:
 
 
 async def _conversation(seat: Seat, conversation_id: int | None) -> int:
-    db = seat.engine.db
+    from novaberg.engine.conversation_service import Conversations
+
+    conversations = Conversations(seat.engine)
     if conversation_id is None:
-        return await db.run(db.new_conversation, seat.user)
-    if not 1 <= conversation_id <= MAX_ID or (
-        await db.run(db.conversation_user, conversation_id) != seat.user
-    ):
+        return await conversations.start(seat.user)
+    if not await conversations.owns(seat.user, conversation_id):
         raise Missing(f"There is no conversation {conversation_id}.")
     return conversation_id
 

@@ -160,22 +160,6 @@ class Heard:
     reason: str
 
 
-def heard_view(heard: Heard) -> dict[str, Any]:
-    """A found message as ``memory search --json`` and ``GET /api/memory`` show it."""
-    m = heard.message
-    return {
-        "kind": "message",
-        "message_id": m.message_id,
-        "conversation_id": m.conversation_id,
-        "turn_id": m.turn_id,
-        "role": m.role,
-        "text": m.text,
-        "said_at": m.at,
-        "rank": heard.rank,
-        "reason": heard.reason,
-    }
-
-
 @dataclass(frozen=True)
 class Meaning:
     """The message's vector, for the meaning signal."""

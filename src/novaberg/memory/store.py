@@ -9,7 +9,7 @@ on either leaves the profile, and an item's history is its chain of versions.
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
+from typing import Literal
 
 from novaberg.errors import UsageError
 from novaberg.proactive.schedule import follow_event
@@ -19,31 +19,25 @@ from novaberg.storage.memories import MemoryItem, MemoryRows, drop_from_profiles
 from novaberg.storage.sql import Connection
 
 
-def version_view(item: MemoryItem) -> dict[str, Any]:
-    """One version of a chain as ``memory show`` and ``GET /api/memory/{id}`` list it: its
-    text, validity, what replaced it, and where it came from (``why``)."""
+def version_why(item: MemoryItem) -> str:
+    """Where one version of a chain came from, as ``memory show`` and ``GET /api/memory/{id}``
+    list it: a turn, a correction, a consolidation, an import or a job."""
     if item.item_key.startswith("correct:") and item.source_turn_id is not None:
-        why = f"corrected in turn {item.source_turn_id} (memory {item.item_key.split(':', 1)[1]})"
-    elif item.item_key.startswith("correct:"):
-        why = f"corrected by hand (memory {item.item_key.split(':', 1)[1]})"
-    elif item.source_turn_id is not None:
-        why = f"from turn {item.source_turn_id}"
-    elif item.derived_from:
-        why = f"consolidated from {', '.join(map(str, item.derived_from))}"
-    else:
-        why = item.item_key.split(":", 1)[0]  # an import, a job
-    ended = None
-    if item.valid_to is not None:
-        ended = "retracted" if item.superseded_by is None else "superseded"
-    return {
-        "id": item.id,
-        "text": item.text,
-        "valid_from": item.valid_from,
-        "valid_to": item.valid_to,
-        "superseded_by": item.superseded_by,
-        "ended": ended,
-        "why": why,
-    }
+        return f"corrected in turn {item.source_turn_id} (memory {item.item_key.split(':', 1)[1]})"
+    if item.item_key.startswith("correct:"):
+        return f"corrected by hand (memory {item.item_key.split(':', 1)[1]})"
+    if item.source_turn_id is not None:
+        return f"from turn {item.source_turn_id}"
+    if item.derived_from:
+        return f"consolidated from {', '.join(map(str, item.derived_from))}"
+    return item.item_key.split(":", 1)[0]  # an import, a job
+
+
+def version_ended(item: MemoryItem) -> Literal["retracted", "superseded"] | None:
+    """How a version ended: ``None`` while it is current."""
+    if item.valid_to is None:
+        return None
+    return "retracted" if item.superseded_by is None else "superseded"
 
 
 class MemoryStore(MemoryRows):

@@ -15,11 +15,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from novaberg.engine.memories import MAX_ID, Memories
+from novaberg.engine.memories import Memories
 from novaberg.engine.memory_pages import FamilyView
-from novaberg.engine.why import TurnWhy, turn_why
+from novaberg.engine.why import TurnWhy
 from novaberg.server.auth import engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
+from novaberg.server.turns import service_of
 from novaberg.text import quoted
 
 router = APIRouter(prefix="/api")
@@ -30,8 +31,7 @@ async def why(
     turn_id: int, request: Request, user: Annotated[str, Depends(require_user)]
 ) -> TurnWhy:
     """The details of a turn's trace for the web page's Why panel."""
-    db = engine_of(request).db
-    found = await db.run(turn_why, db, turn_id, user) if 1 <= turn_id <= MAX_ID else None
+    found = await service_of(request).why(user, turn_id)
     if found is None:
         raise ApiProblem(404, f"There is no turn {quoted(turn_id)}.")
     return found

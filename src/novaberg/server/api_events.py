@@ -30,7 +30,7 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from novaberg.engine.event_log import EventLog
-from novaberg.engine.keys import Keys
+from novaberg.engine.memories import MAX_ID
 from novaberg.server import sse
 from novaberg.server.auth import bearer_key, engine_of, require_user
 from novaberg.server.errors import ApiProblem, api_errors
@@ -38,7 +38,6 @@ from novaberg.server.limits import StreamSlots
 
 router = APIRouter(prefix="/api", tags=["events"])
 
-MAX_ID = 2**63 - 1
 KEEPALIVE_S = 15.0
 STOP_CHECK_S = 0.5
 """How often a quiet stream looks whether the server is stopping."""
@@ -77,7 +76,7 @@ async def events(
     engine = engine_of(request)
     key = bearer_key(request)
     assert key is not None  # require_user refused the request otherwise
-    log = EventLog(engine.db, user, Keys(engine.db).watch(key))
+    log = EventLog.of(engine, user, key)
     cursor = _resume_point(last_event_id, after)
     if cursor is None:
         cursor = await log.latest()

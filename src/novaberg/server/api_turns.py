@@ -31,13 +31,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine.contract import TurnContract
-from novaberg.engine.pages import (
-    ConversationPage,
-    ImportedChats,
-    MessagePage,
-    conversation_page,
-    message_page,
-)
+from novaberg.engine.conversation_service import MAX_ID, Conversations
+from novaberg.engine.pages import ConversationPage, ImportedChats, MessagePage
 from novaberg.engine.service import (
     AdmittedTurn,
     Answer,
@@ -47,7 +42,6 @@ from novaberg.engine.service import (
     TurnAsk,
     TurnService,
 )
-from novaberg.engine.stored_turns import stored_turn, turn_owner
 from novaberg.errors import NovabergError, UsageError, error_kind
 from novaberg.server import sse
 from novaberg.server.auth import engine_of, require_user
@@ -61,8 +55,6 @@ log = logging.getLogger("novaberg.server")
 router = APIRouter(prefix="/api", tags=["turns"])
 IMPORT_PATH = "/api/conversations/import"
 """Its body has a cap of its own, ``server.max_import_bytes`` (an export is large)."""
-
-MAX_ID = 2**63 - 1
 
 
 class TurnRequest(BaseModel):
@@ -102,20 +94,17 @@ async def post_turn(
 ) -> TurnContract | StreamingResponse:
     """One turn as the key's user; the object ``novaberg ask --json`` prints."""
     engine = engine_of(request)
-    db = engine.db
     try:
         message = validate_message(body.message, engine.settings)
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
-    if body.conversation_id is not None and (
-        await db.run(db.conversation_user, body.conversation_id) != user
-    ):
+    conversations = Conversations(engine)
+    if body.conversation_id is None:
+        conversation = await conversations.start(user)
+    elif await conversations.owns(user, body.conversation_id):
+        conversation = body.conversation_id
+    else:
         raise _no_conversation(body.conversation_id)
-    conversation: int = (
-        body.conversation_id
-        if body.conversation_id is not None
-        else await db.run(db.new_conversation, user)
-    )
     turn = admit(request, TurnAsk(user, message, conversation))  # 409, 503
     watcher = watch(request, turn)
     if stream:
@@ -203,13 +192,13 @@ async def get_turn(
 ) -> TurnContract:
     """A finished turn of the key's user, rebuilt from what was stored (see the README for
     what a stored turn cannot give back exactly)."""
-    db = engine_of(request).db
-    row = await db.run(turn_owner, db, turn_id) if 1 <= turn_id <= MAX_ID else None
-    if row is None or row.user_id != user:
+    service = service_of(request)
+    row = await service.owned(user, turn_id)
+    if row is None:
         raise ApiProblem(404, f"There is no turn {quoted(turn_id)}.")
     if row.status != "done":
         raise ApiProblem(409, f"Turn {turn_id} is {row.status}: it has no stored reply.")
-    return await db.run(stored_turn, db, row)
+    return await service.contract_of(row)
 
 
 @router.get("/conversations")
@@ -220,8 +209,7 @@ async def conversations(
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> ConversationPage:
     """The user's conversations, newest first, with how many turns each has finished."""
-    db = engine_of(request).db
-    return await db.run(conversation_page, db, user, limit, offset)
+    return await Conversations(engine_of(request)).page(user, limit, offset)
 
 
 @router.post(
@@ -249,15 +237,13 @@ async def import_conversations(
     text), its chats as the key's user's dated conversations → ``{"conversations",
     "messages", "skipped"}``."""
     from novaberg.engine.chat_formats import parse
-    from novaberg.engine.chat_import import import_chats
 
     raw = await request.body()
     try:
         parsed = await asyncio.to_thread(parse, raw, fmt, name="the body")
     except UsageError as exc:
         raise ApiProblem(400, str(exc)) from None
-    db = engine_of(request).db
-    done = await db.run(import_chats, db, user, parsed)
+    done = await Conversations(engine_of(request)).import_chats(user, parsed)
     return ImportedChats.model_validate(done.view())
 
 
@@ -272,9 +258,7 @@ async def messages(
 ) -> MessagePage:
     """The conversation's stored messages, oldest first (a turn whose words were forgotten
     is left out, as from Nova's own history)."""
-    db = engine_of(request).db
-    if not 1 <= conversation_id <= MAX_ID or (
-        await db.run(db.conversation_user, conversation_id) != user
-    ):
+    conversations = Conversations(engine_of(request))
+    if not await conversations.owns(user, conversation_id):
         raise _no_conversation(conversation_id)
-    return await db.run(message_page, db, conversation_id)
+    return await conversations.messages(conversation_id)

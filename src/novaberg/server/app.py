@@ -114,9 +114,7 @@ def create_app(settings: Settings, *, listen_host: str | None = None) -> FastAPI
             await mcp_running.__aexit__(None, None, None)
             await sweeper.stop()
             await finish_turns(app, settings.server.shutdown_grace_s)
-            await engine.background.cancel()  # a cancelled job's event runs again elsewhere
-            await engine.db.run(engine.events.release_mine)
-            await engine.aclose()
+            await engine.aclose()  # a cancelled job's event runs again elsewhere, at once
 
     app = FastAPI(
         title="Novaberg",

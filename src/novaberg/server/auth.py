@@ -71,7 +71,7 @@ async def user_of(request: Request, *, shared: bool = False) -> str:
             headers=UNAUTHORIZED_HEADERS,
         )
     engine = engine_of(request)
-    user = await Keys(engine.db).user_of(key)
+    user = await Keys.of(engine).user_of(key)
     if user is None:
         raise ApiProblem(
             401,

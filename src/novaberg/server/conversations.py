@@ -1,5 +1,6 @@
 """Which conversation a ``/v1`` request continues, read from its headers: the choice itself is
-:mod:`novaberg.engine.conversations`.
+:mod:`novaberg.engine.conversations`, asked through the engine's
+:class:`~novaberg.engine.conversation_service.Conversations`.
 
 ``X-Novaberg-Conversation-Id`` names one of the user's conversations; else
 ``X-OpenWebUI-Chat-Id`` is a front-end's own chat id (a string, mapped to one conversation per
@@ -14,13 +15,7 @@ from collections.abc import Sequence
 from fastapi import Request
 
 from novaberg.engine import Engine
-from novaberg.engine.conversations import (
-    Choice,
-    Said,
-    aliased_conversation,
-    in_conversation,
-    matching_conversation,
-)
+from novaberg.engine.conversation_service import Choice, Conversations, Said
 from novaberg.server.errors import ApiProblem
 from novaberg.text import is_blank
 
@@ -41,7 +36,7 @@ async def choose_conversation(
 ) -> Choice:
     """The conversation this request's turn goes into (created when new), and the turn it
     regenerates, if it is one."""
-    db = engine.db
+    conversations = Conversations(engine)
     named = request.headers.get(CONVERSATION_HEADER)
     if named is not None:
         text = named.strip()
@@ -52,9 +47,9 @@ async def choose_conversation(
                 code="invalid_conversation_id",
             )
         conversation = int(text)
-        if await db.run(db.conversation_user, conversation) != user:
+        if not await conversations.owns(user, conversation):
             raise _not_found(text)
-        return await db.run(in_conversation, db, conversation, history, message)
+        return await conversations.continued(conversation, history, message)
     external = request.headers.get(OPENWEBUI_CHAT_HEADER)
     if external is not None and not is_blank(external):
         if len(external) > MAX_EXTERNAL_ID_CHARS:
@@ -63,6 +58,5 @@ async def choose_conversation(
                 f"{OPENWEBUI_CHAT_HEADER} is longer than {MAX_EXTERNAL_ID_CHARS} characters.",
                 code="invalid_conversation_id",
             )
-        conversation, new = await db.run(aliased_conversation, db, user, external.strip())
-        return await db.run(in_conversation, db, conversation, history, message, new=new)
-    return await db.run(matching_conversation, db, user, history, message)
+        return await conversations.aliased(user, external.strip(), history, message)
+    return await conversations.matching(user, history, message)

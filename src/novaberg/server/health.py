@@ -63,7 +63,7 @@ async def readyz(request: Request) -> JSONResponse:
     engine = engine_of(request)
     checks: dict[str, str] = {}
     try:
-        await engine.db.run(engine.db.ping)  # in a database worker
+        await engine.ping_database()
         checks["database"] = "ok"
     except NovabergError as exc:
         log.warning("readiness: the database did not answer (%s)", type(exc).__name__)

@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.config import Settings
 from novaberg.engine import Engine, TurnResult
 from novaberg.engine.attached import split_sources
-from novaberg.engine.conversations import Said, said_before, shown_history
+from novaberg.engine.conversation_service import Conversations
+from novaberg.engine.conversations import Said, shown_history
 from novaberg.engine.service import (
     AdmittedTurn,
     Answer,
@@ -51,6 +52,7 @@ from novaberg.engine.service import (
     Shown,
     Stored,
     TurnAsk,
+    TurnService,
 )
 from novaberg.engine.tasks import TASKS_MODEL_ID, FrontendTask, recognise, run_task
 from novaberg.errors import NovabergError, TurnRefused, UsageError
@@ -197,17 +199,18 @@ def resent_history(messages: list[ChatMessage]) -> list[Said]:
 
 
 async def usage_of(
-    engine: Engine, result: TurnResult, earlier: list[Followup] | None = None
+    service: TurnService, result: TurnResult, earlier: list[Followup] | None = None
 ) -> dict[str, int]:
     """Tokens of every call this response needed: the turn's, and its follow-ups' turns'
     (``earlier``: those of earlier turns it delivers first)."""
     prompt = sum(c.prompt_eval_count for c in result.trace.calls)
     completion = sum(c.eval_count for c in result.trace.calls)
     later = [f.turn_id for f in result.followups]
-    for turn_id in [*(f.turn_id for f in earlier or []), *later]:
-        for call in await engine.db.run(engine.db.calls_of, turn_id):
-            prompt += int(call["prompt_eval_count"] or 0)
-            completion += int(call["eval_count"] or 0)
+    stored = [*(f.turn_id for f in earlier or []), *later]
+    if stored:
+        more_prompt, more_completion = await service.tokens_of(stored)
+        prompt += more_prompt
+        completion += more_completion
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -386,7 +389,7 @@ async def chat_completions(
                 "logprobs": None,
             }
         ],
-        "usage": await usage_of(engine, result, earlier),
+        "usage": await usage_of(service, result, earlier),
     }
     return JSONResponse(completion, headers=_ids(turn.conversation, result.turn_id))
 
@@ -462,7 +465,7 @@ async def _aside(engine: Engine, conversation: int, unread: list[str]) -> str:
     if not unread:
         return ""
     sentence = UNREAD_SENTENCE.get(engine.settings.language, UNREAD_SENTENCE["en"])
-    told = await engine.db.run(said_before, engine.db, conversation, sentence)
+    told = await Conversations(engine).said_before(conversation, sentence)
     return "" if told else sentence
 
 
@@ -556,7 +559,7 @@ async def _stream(
                     yield chunk({"content": piece})
             yield chunk({}, "stop")
             if include_usage:
-                usage = await usage_of(engine, result, earlier)
+                usage = await usage_of(service, result, earlier)
                 yield _usage_chunk(completion_id, created, MODEL_ID, usage)
             yield "data: [DONE]\n\n"
         finally:

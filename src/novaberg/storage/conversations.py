@@ -53,7 +53,13 @@ def conversations_of(db: Database, user: str, limit: int, offset: int) -> list[C
     """The user's conversations, newest first, with how many turns each has finished."""
     return [
         ConversationRow(id=int(r["id"]), created_at=str(r["created_at"]), turns=int(r["turns"]))
-        for r in db.conversations_of(user, limit, offset)
+        for r in db.query(
+            "SELECT c.id, c.created_at, "
+            "(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id "
+            "AND t.status = 'done') AS turns "
+            "FROM conversations c WHERE c.user_id = ? ORDER BY c.id DESC LIMIT ? OFFSET ?",
+            (user, limit, offset),
+        )
     ]
 
 
@@ -69,7 +75,12 @@ def messages_of(db: Database, conversation_id: int) -> list[MessageRow]:
             created_at=str(r["created_at"]),
             origin=str(r["origin"]),
         )
-        for r in db.conversation_messages(conversation_id)
+        for r in db.query(
+            "SELECT m.id, m.turn_id, m.role, m.content, m.created_at, t.origin FROM messages m "
+            "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
+            "AND t.forgotten_at IS NULL ORDER BY m.id",
+            (conversation_id,),
+        )
     ]
 
 

@@ -465,27 +465,6 @@ class Database:
         """One round trip to the database (readiness)."""
         self.scalar("SELECT 1")
 
-    def conversations_of(self, user: str, limit: int, offset: int) -> list[dict[str, Any]]:
-        """The user's conversations, newest first, with how many turns each has finished."""
-        rows = self.query(
-            "SELECT c.id, c.created_at, "
-            "(SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id "
-            "AND t.status = 'done') AS turns "
-            "FROM conversations c WHERE c.user_id = ? ORDER BY c.id DESC LIMIT ? OFFSET ?",
-            (user, limit, offset),
-        )
-        return [{**r, "turns": int(r["turns"])} for r in rows]
-
-    def conversation_messages(self, conversation_id: int) -> list[dict[str, Any]]:
-        """The conversation's stored messages, oldest first (a turn whose words were
-        forgotten is left out, as from Nova's own history)."""
-        return self.query(
-            "SELECT m.id, m.turn_id, m.role, m.content, m.created_at, t.origin FROM messages m "
-            "JOIN turns t ON t.id = m.turn_id WHERE m.conversation_id = ? "
-            "AND t.forgotten_at IS NULL ORDER BY m.id",
-            (conversation_id,),
-        )
-
 
 def _named(method: str, sql: str) -> str:
     words = " ".join(sql.split()[:6])
