@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
 
 from novaberg.config import Settings
 from novaberg.engine import Engine
@@ -109,7 +108,30 @@ def _seed(db: Database, user: str, scenario: Scenario, language: str) -> None:
         store.add_event(user, tomorrow, scenario.timeline[language], "eval:timeline")
 
 
-async def run_scenario(settings: Settings, scenario: Scenario) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EvalRow:
+    """One scenario's result (``novaberg eval --json``: these fields, one object per
+    scenario)."""
+
+    scenario: str
+    message: str
+    rounds: int
+    corrections: int
+    calls: int
+    wall_s: float
+    votes: dict[str, str]
+    """Each judge's vote in the last round."""
+    reasons: dict[str, str]
+    """Each judge's reason, where it gave one."""
+    salience: float | None
+    drift: bool | None
+    """Whether the reply used one of the scenario's drift words (``None``: it has none)."""
+    reply: str
+    seed_before: str
+    seed_after: str
+
+
+async def run_scenario(settings: Settings, scenario: Scenario) -> EvalRow:
     language = settings.language
     with tempfile.TemporaryDirectory(prefix="novaberg-eval-") as home:
         local = settings.model_copy(deep=True)
@@ -123,33 +145,33 @@ async def run_scenario(settings: Settings, scenario: Scenario) -> dict[str, Any]
             wall = time.perf_counter() - started
         finally:
             await engine.aclose()
-    out = result.contract_json()
-    court = out["tribunal"] or {}
+    out = result.contract()
+    votes = out.tribunal.votes if out.tribunal is not None else []
     reply_lower = result.reply.lower()
-    return {
-        "scenario": scenario.name,
-        "message": scenario.message[language],
-        "rounds": court.get("rounds", 0),
-        "corrections": court.get("corrections", 0),
-        "calls": len(out["calls"]),
-        "wall_s": round(wall, 2),
-        "votes": {v["judge"]: v["vote"] for v in court.get("votes", [])},
-        "reasons": {v["judge"]: v["reason"] for v in court.get("votes", []) if v["reason"]},
-        "salience": (out["salience"] or {}).get("score"),
-        "drift": any(w.lower() in reply_lower for w in scenario.drift_words)
+    return EvalRow(
+        scenario=scenario.name,
+        message=scenario.message[language],
+        rounds=out.tribunal.rounds if out.tribunal is not None else 0,
+        corrections=out.tribunal.corrections if out.tribunal is not None else 0,
+        calls=len(out.calls),
+        wall_s=round(wall, 2),
+        votes={v.judge: v.vote for v in votes},
+        reasons={v.judge: v.reason for v in votes if v.reason},
+        salience=out.salience.score if out.salience is not None else None,
+        drift=any(w.lower() in reply_lower for w in scenario.drift_words)
         if scenario.drift_words
         else None,
-        "reply": result.reply,
-        "seed_before": scenario.seed_before,
-        "seed_after": scenario.seed_after,
-    }
+        reply=result.reply,
+        seed_before=scenario.seed_before,
+        seed_after=scenario.seed_after,
+    )
 
 
 async def run_all(
     settings: Settings,
     only: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EvalRow]:
     rows = []
     for scenario in SCENARIOS:
         if only and scenario.name not in only:

@@ -97,7 +97,7 @@ async def _mcp_servers(settings: Any) -> list[dict[str, Any]]:
     servers = McpServers(settings.mcp)
     try:
         await servers.tools()
-        return servers.report()
+        return [asdict(s) for s in servers.report()]
     finally:
         await servers.aclose()
 

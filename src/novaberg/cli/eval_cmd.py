@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from dataclasses import asdict
 
 import typer
 from rich.table import Table
@@ -28,9 +28,9 @@ def run_eval(*, as_json: bool, only: list[str] | None, verbose: bool) -> None:
     def progress(name: str) -> None:
         err_console.print(styled((f"running {name}…", "dim")))
 
-    rows: list[dict[str, Any]] = guarded(lambda: asyncio.run(run_all(settings, only, progress)))
+    rows = guarded(lambda: asyncio.run(run_all(settings, only, progress)))
     if as_json:
-        typer.echo(dumps(rows))
+        typer.echo(dumps([asdict(r) for r in rows]))
         return
     table = Table(title="Situation vs. subject — this backend beside the seed's figures")
     for column in (
@@ -46,16 +46,16 @@ def run_eval(*, as_json: bool, only: list[str] | None, verbose: bool) -> None:
     ):
         table.add_column(column)
     for r in rows:
-        votes = ", ".join(f"{k}:{v}" for k, v in r["votes"].items()) or "-"
+        votes = ", ".join(f"{k}:{v}" for k, v in r.votes.items()) or "-"
         table.add_row(
-            r["scenario"],
-            str(r["rounds"]),
-            str(r["calls"]),
-            str(r["wall_s"]),
+            r.scenario,
+            str(r.rounds),
+            str(r.calls),
+            str(r.wall_s),
             votes,
-            "-" if r["salience"] is None else f"{r['salience']:.2f}",
-            "-" if r["drift"] is None else ("yes" if r["drift"] else "no"),
-            r["seed_before"],
-            r["seed_after"],
+            "-" if r.salience is None else f"{r.salience:.2f}",
+            "-" if r.drift is None else ("yes" if r.drift else "no"),
+            r.seed_before,
+            r.seed_after,
         )
     SafeConsole().print(table)

@@ -13,14 +13,13 @@ from typing import Any
 from novaberg.config import Memory
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
-from novaberg.graph.channels import Context, MemoryPlan
+from novaberg.graph.channels import Context, MemoryPlan, ReminderPlan
 from novaberg.graph.state import TurnState
 from novaberg.jobs import user_events
 from novaberg.jobs.events import EventQueue
 from novaberg.memory import corrections
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.store import MemoryStore, turn_item_key
-from novaberg.proactive import reminders
 from novaberg.proactive.due import Due, record, withheld
 from novaberg.proactive.schedule import schedule
 from novaberg.proactive.when import When
@@ -55,11 +54,9 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         "router": route.view() if (route := final.get("router")) is not None else None,
         "retrieval": [chosen.view() for chosen in context.retrieval],
         # what a correction the user made was about (ids only: the texts may be forgotten)
-        "correction": {k: correction.get(k) for k in ("outcome", "memory_id")}
-        if (correction := context.correction)
-        else None,
+        "correction": found.trace() if (found := context.correction) is not None else None,
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
-        "reminder": reminders.trace(context.reminder),
+        "reminder": asked.trace() if (asked := context.reminder) is not None else None,
         "salience": scored.view() if (scored := final.get("salience")) is not None else None,
         "thinker": ran.view() if (ran := final.get("thinker")) is not None else None,
         "tribunal": court.view() if (court := final.get("tribunal")) is not None else None,
@@ -119,7 +116,7 @@ def store_turn(
             return None
         if correction is not None:  # before Nova's next answer, with this turn or not at all
             corrections.apply(c, user, correction, turn_id, message_id)
-        if asked is not None and asked["outcome"] == "scheduled":  # with the turn, once
+        if asked is not None and asked.outcome == "scheduled":  # with the turn, once
             document["reminder"]["event_id"] = schedule_asked(c, user, asked, turn_id, conversation)
         if item is None:
             return None
@@ -155,15 +152,17 @@ def store_turn(
 
 
 def schedule_asked(
-    c: Connection, user: str, asked: dict[str, Any], turn_id: int, conversation: int
+    c: Connection, user: str, asked: ReminderPlan, turn_id: int, conversation: int
 ) -> int:
-    """The reminder the turn's message asked for, inside the turn's transaction ``c``."""
-    local = datetime.fromisoformat(str(asked["local"]))
-    when = When(datetime.fromisoformat(str(asked["due_at"])), local, asked.get("repeat"))
+    """The reminder the turn's message asked for (scheduled: with its times), inside the
+    turn's transaction ``c``."""
+    assert asked.local is not None and asked.due_at is not None, "planned as scheduled"
+    local = datetime.fromisoformat(asked.local)
+    when = When(datetime.fromisoformat(asked.due_at), local, asked.repeat)
     return schedule(
         c,
         user,
-        str(asked["what"]),
+        asked.what,
         when,
         cause=f"asked in turn {turn_id}",
         cause_key=f"reminder:turn:{turn_id}",

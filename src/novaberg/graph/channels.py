@@ -4,9 +4,6 @@ corrector, salience and memory write decide, and the events a turn raises, each 
 :func:`~novaberg.graph.state.check_writes` refuses a value of another type, so a node that
 writes the wrong shape stops the turn at once, and mypy checks every read.
 
-What is still a plain dict inside them says so: a correction's resolution and a reminder's
-plan (their modules' own shapes).
-
 Each model's :meth:`view` is what the turn's stored trace keeps of it (JSON, the keys it always
 had).
 """
@@ -36,6 +33,48 @@ class Reminder(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     what: str = Field(min_length=1, max_length=300)
     when: str = Field(min_length=1, max_length=100)
+
+
+CorrectionOutcome = Literal["correct", "retract", "unmatched", "ambiguous"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a correction the user made is about (:func:`novaberg.memory.corrections.resolve`),
+    applied with the turn."""
+
+    outcome: CorrectionOutcome
+    wrong: str
+    memory_id: int | None = None
+    old: str | None = None
+    new: str | None = None
+    options: tuple[str, ...] = ()
+    """The texts of the candidates, when ambiguous."""
+
+    def trace(self) -> dict[str, Any]:
+        """For the turn's trace: ids only (the texts are the user's and may be forgotten)."""
+        return {"outcome": self.outcome, "memory_id": self.memory_id}
+
+
+@dataclass(frozen=True, slots=True)
+class ReminderPlan:
+    """What the turn does with a reminder asked for (:func:`novaberg.proactive.reminders.plan`):
+    scheduled with the turn, unresolved (its ``when`` could not be read), or off."""
+
+    outcome: Literal["scheduled", "unresolved", "off"]
+    what: str
+    when: str
+    due_at: str | None = None
+    """When scheduled: the UTC time it is due."""
+    local: str | None = None
+    """When scheduled: the same in the user's zone, to the minute."""
+    repeat: str | None = None
+
+    def trace(self) -> dict[str, Any]:
+        """For the turn's trace: no words of the user's (they may be forgotten); the event's
+        id is added once it is scheduled."""
+        return {"outcome": self.outcome, "due_at": self.due_at, "repeat": self.repeat,
+                "event_id": None}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,11 +294,10 @@ class Context:
     memories: tuple[Given, ...] = ()
     """The items it found, then the stored messages (the budget cuts from the end)."""
     retrieval: tuple[Chosen, ...] = ()
-    correction: dict[str, Any] | None = None
-    """What a correction the user made is about (:mod:`novaberg.memory.corrections`'s
-    resolution: outcome, memory id, old and new words, options), applied with the turn."""
-    reminder: dict[str, Any] | None = None
-    """What the turn does with a reminder asked for (:func:`novaberg.proactive.reminders.plan`)."""
+    correction: Resolved | None = None
+    """What a correction the user made is about, applied with the turn."""
+    reminder: ReminderPlan | None = None
+    """What the turn does with a reminder asked for."""
     profile: dict[str, str] | None = None
     """The current profile's parts (core, adaptive) that have statements."""
     timeline: tuple[Dated, ...] = ()

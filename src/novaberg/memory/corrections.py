@@ -14,38 +14,24 @@ the old one with the wrong words replaced by the right ones.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, Literal
 
 from novaberg.errors import UsageError
+from novaberg.graph.channels import Correction, CorrectionOutcome, Resolved
 from novaberg.memory.retrieval import query_terms
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.sql import Connection
 from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
-Outcome = Literal["correct", "retract", "unmatched", "ambiguous"]
+Outcome = CorrectionOutcome
+
+__all__ = ["Outcome", "Resolved", "apply", "resolve", "swap"]
 
 
-@dataclass(frozen=True)
-class Resolved:
-    outcome: Outcome
-    wrong: str
-    memory_id: int | None = None
-    old: str | None = None
-    new: str | None = None
-    options: tuple[str, ...] = ()
-    """The texts of the candidates, when ambiguous."""
-
-    def trace(self) -> dict[str, Any]:
-        """For the turn's trace: ids only (the texts are the user's and may be forgotten)."""
-        return {"outcome": self.outcome, "memory_id": self.memory_id}
-
-
-def resolve(store: MemoryStore, user: str, route: dict[str, Any]) -> Resolved:
+def resolve(store: MemoryStore, user: str, said: Correction) -> Resolved:
     """Blocking (database reads): what the router's ``correction`` is about."""
-    kind, wrong = route["kind"], str(route["wrong"]).strip()
-    right = str(route.get("right") or "").strip()
+    kind, wrong = said.kind, said.wrong.strip()
+    right = (said.right or "").strip()
     if not wrong:
         return Resolved("unmatched", wrong)
     found = store.fulltext(user, query_terms(wrong), ranked=50, facts=50)
@@ -78,20 +64,20 @@ def swap(text: str, wrong: str, right: str) -> str:
 
 
 def apply(
-    c: Connection, user: str, found: dict[str, Any], turn_id: int, message_id: int | None
+    c: Connection, user: str, found: Resolved, turn_id: int, message_id: int | None
 ) -> int | None:
-    """In the turn's transaction: the correction or retraction the enricher resolved
-    (``found``: :meth:`Resolved` as the turn's context keeps it). Returns the new item's id
-    for a correction. An item that stopped being current meanwhile is left alone."""
-    outcome, memory_id = found.get("outcome"), found.get("memory_id")
-    if outcome not in ("correct", "retract") or memory_id is None:
+    """In the turn's transaction: the correction or retraction the enricher resolved.
+    Returns the new item's id for a correction. An item that stopped being current meanwhile
+    is left alone."""
+    memory_id = found.memory_id
+    if found.outcome not in ("correct", "retract") or memory_id is None:
         return None
     try:
-        if outcome == "retract":
-            MemoryStore.retract_in(c, user, int(memory_id))
+        if found.outcome == "retract":
+            MemoryStore.retract_in(c, user, memory_id)
             return None
         return MemoryStore.correct_in(
-            c, user, int(memory_id), str(found["new"]),
+            c, user, memory_id, found.new or "",
             source_turn_id=turn_id, source_message_id=message_id,
         )  # fmt: skip
     except (LookupError, UsageError) as exc:  # forgotten, or changed meanwhile

@@ -72,14 +72,14 @@ async def enricher(state: TurnState, ctx: TurnContext) -> TurnState:
     route = state.get("router")
     said_wrong = route.correction if route is not None else None
     if said_wrong is not None and state.get("origin") == "user":
-        correction = await ctx.db.run(resolve, store, user, said_wrong.model_dump())
+        correction = await ctx.db.run(resolve, store, user, said_wrong)
         if correction.memory_id is not None:  # the old version is not given as current
             chosen = [r for r in chosen if r.item.id != correction.memory_id]
     ended = correction.memory_id if correction is not None else None
     asked = route.reminder if route is not None else None
     reminder = None
     if asked is not None and state.get("origin") == "user":  # scheduled in the turn's transaction
-        reminder = plan(asked.model_dump(), ctx.settings, can_send=ctx.settings.proactive.enabled)
+        reminder = plan(asked, ctx.settings, can_send=ctx.settings.proactive.enabled)
 
     shown = ctx.shown
     turns = ctx.settings.history_turns
@@ -134,15 +134,7 @@ async def enricher(state: TurnState, ctx: TurnContext) -> TurnState:
         history=tuple(Line(role=m.role, content=m.content) for m in history),
         memories=(*items, *said),  # the messages after the items: the budget cuts from the end
         retrieval=tuple(retrieval),
-        correction=None
-        if correction is None
-        else {
-            **correction.trace(),
-            "old": correction.old,
-            "new": correction.new,
-            "wrong": correction.wrong,
-            "options": list(correction.options),
-        },
+        correction=correction,
         reminder=reminder,
         profile=profile or None,
         timeline=tuple(Dated(date=str(e.happens_on), text=e.text) for e in events),

@@ -10,7 +10,7 @@ from typing import Any
 from novaberg.backends.base import ChatRequest
 from novaberg.echo import EchoFilter, EchoGuard
 from novaberg.errors import ModelOutputError
-from novaberg.graph.channels import Context
+from novaberg.graph.channels import Context, Resolved
 from novaberg.graph.state import TurnState
 from novaberg.nodes.context import TurnContext
 from novaberg.proactive.due import RULE as PROACTIVE_RULE
@@ -55,22 +55,21 @@ def _background(p: Prompts, situation: Situation) -> list[str]:
     return parts
 
 
-def correction_rule(p: Prompts, found: dict[str, Any]) -> str:
+def correction_rule(p: Prompts, found: Resolved) -> str:
     """What Nova is told about a correction the user just made (their words, quoted as one
     line each: they cannot forge a section)."""
 
-    def quote(text: Any) -> str:
-        return f'"{as_line(str(text or ""))}"'
+    def quote(text: str | None) -> str:
+        return f'"{as_line(text or "")}"'
 
-    outcome = found.get("outcome")
-    if outcome == "correct":
-        return p.corrected.format(old=quote(found.get("old")), new=quote(found.get("new")))
-    if outcome == "retract":
-        return p.retracted.format(old=quote(found.get("old")))
-    if outcome == "ambiguous":
-        options = "; ".join(quote(o) for o in found.get("options") or [])
-        return p.ambiguous.format(wrong=quote(found.get("wrong")), options=options)
-    return p.unmatched.format(wrong=quote(found.get("wrong")))
+    if found.outcome == "correct":
+        return p.corrected.format(old=quote(found.old), new=quote(found.new))
+    if found.outcome == "retract":
+        return p.retracted.format(old=quote(found.old))
+    if found.outcome == "ambiguous":
+        options = "; ".join(quote(o) for o in found.options)
+        return p.ambiguous.format(wrong=quote(found.wrong), options=options)
+    return p.unmatched.format(wrong=quote(found.wrong))
 
 
 def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, time
-from typing import Any
 
 from novaberg.config import Settings
+from novaberg.graph.channels import Reminder, ReminderPlan
 from novaberg.proactive.schedule import stamp, zone
 from novaberg.proactive.when import resolve, spoken
 
@@ -42,43 +42,32 @@ OFF = {
 
 
 def plan(
-    asked: dict[str, Any], settings: Settings, *, can_send: bool, at: datetime | None = None
-) -> dict[str, Any]:
-    """What the turn will do with the router's ``reminder``: ``outcome`` scheduled (with
-    ``due_at``, ``local`` and ``repeat``), unresolved, or off."""
-    what, when = str(asked["what"]).strip(), str(asked["when"]).strip()
+    asked: Reminder, settings: Settings, *, can_send: bool, at: datetime | None = None
+) -> ReminderPlan:
+    """What the turn will do with the router's ``reminder``: scheduled (with ``due_at``,
+    ``local`` and ``repeat``), unresolved, or off."""
+    what, when = asked.what.strip(), asked.when.strip()
     if not can_send:
-        return {"outcome": "off", "what": what, "when": when}
+        return ReminderPlan("off", what, when)
     morning = time.fromisoformat(settings.proactive.morning)
     found = resolve(when, at or datetime.now(UTC), zone(settings), morning=morning)
     if found is None:
-        return {"outcome": "unresolved", "what": what, "when": when}
-    return {
-        "outcome": "scheduled",
-        "what": what,
-        "when": when,
-        "due_at": stamp(found.due),
-        "local": found.local.isoformat(timespec="minutes"),
-        "repeat": found.repeat,
-    }
+        return ReminderPlan("unresolved", what, when)
+    return ReminderPlan(
+        "scheduled", what, when, due_at=stamp(found.due),
+        local=found.local.isoformat(timespec="minutes"), repeat=found.repeat,
+    )  # fmt: skip
 
 
-def confirmation(planned: dict[str, Any], language: str) -> str:
+def confirmation(planned: ReminderPlan, language: str) -> str:
     """The responder's rule for the turn's reminder (the user's words quoted as data)."""
     lang = "de" if language == "de" else "en"
-    what = json.dumps(planned.get("what", ""), ensure_ascii=False)
-    if planned["outcome"] == "off":
+    what = json.dumps(planned.what, ensure_ascii=False)
+    if planned.outcome == "off":
         return OFF[lang]
-    if planned["outcome"] == "unresolved":
-        return UNREAD[lang].format(when=json.dumps(planned.get("when", ""), ensure_ascii=False))
-    repeat = planned.get("repeat") or ""
+    if planned.outcome == "unresolved" or planned.local is None:
+        return UNREAD[lang].format(when=json.dumps(planned.when, ensure_ascii=False))
+    repeat = planned.repeat or ""
     again = REPEATS[lang].get(repeat.split(":")[0], "") if repeat else ""
-    local = datetime.fromisoformat(planned["local"])
+    local = datetime.fromisoformat(planned.local)
     return SCHEDULED[lang].format(when=spoken(local, lang), what=what, repeat=again)
-
-
-def trace(planned: dict[str, Any] | None) -> dict[str, Any] | None:
-    """For the turn's trace: no words of the user's (they may be forgotten)."""
-    if planned is None:
-        return None
-    return {k: planned.get(k) for k in ("outcome", "due_at", "repeat", "event_id")}

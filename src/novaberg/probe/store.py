@@ -32,11 +32,3 @@ def save_run(
         started_at=started_at,
         finished_at=finished_at,
     )
-
-
-def latest_run(db: Database) -> dict[str, object] | None:
-    """The newest stored run (its row, with the report parsed)."""
-    row = probe_runs.latest(db)
-    if row is None:
-        return None
-    return {**row, "report": json.loads(row["report_json"])}

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from novaberg.storage.db import Database, insert_calls
 from novaberg.telemetry import CallRecord
 
@@ -29,8 +27,3 @@ def save(
         ).scalar()
         insert_calls(c, calls, turn_id=None, probe_run_id=run_id)
     return int(run_id)
-
-
-def latest(db: Database) -> dict[str, Any] | None:
-    """The newest stored run's row."""
-    return db.one("SELECT * FROM probe_runs ORDER BY id DESC LIMIT 1")

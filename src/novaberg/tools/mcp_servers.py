@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types
 from pydantic import BaseModel, ConfigDict
@@ -242,6 +242,19 @@ def _text(answer: mcp_types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class ServerReport:
+    """One configured server as ``novaberg doctor`` reports it (``--json``: these fields)."""
+
+    name: str
+    transport: Literal["stdio", "streamable-http"]
+    started: bool
+    failure: str
+    """Why it did not start or stopped answering; ``""`` while it works."""
+    tools: list[str]
+    """Its tools under the names the thinker gets."""
+
+
 class McpServers:
     """The configured servers of one process, and their tools for the registry."""
 
@@ -275,16 +288,16 @@ class McpServers:
             if link.failure and not link.listed
         ]
 
-    def report(self) -> list[dict[str, Any]]:
+    def report(self) -> list[ServerReport]:
         """Each server as ``novaberg doctor`` shows it: started or why not, and its tools."""
         return [
-            {
-                "name": link.name,
-                "transport": "stdio" if link.spec.command is not None else "streamable-http",
-                "started": link.started and not link.failure,
-                "failure": link.failure,
-                "tools": [tool_name(link.name, t.name) for t in link.listed],
-            }
+            ServerReport(
+                name=link.name,
+                transport="stdio" if link.spec.command is not None else "streamable-http",
+                started=link.started and not link.failure,
+                failure=link.failure,
+                tools=[tool_name(link.name, t.name) for t in link.listed],
+            )
             for link in self.links.values()
         ]
 
