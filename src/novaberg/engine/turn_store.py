@@ -7,7 +7,6 @@ Every function takes the user explicitly: nothing here reads ``settings.user``.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from novaberg.config import Memory
@@ -20,9 +19,9 @@ from novaberg.jobs.events import EventQueue
 from novaberg.memory import corrections
 from novaberg.memory.job_policy import enqueue_memory_jobs
 from novaberg.memory.store import MemoryStore, turn_item_key
+from novaberg.proactive import reminders
 from novaberg.proactive.due import Due, record, withheld
 from novaberg.proactive.schedule import schedule
-from novaberg.proactive.when import When
 from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection
 from novaberg.storage.turns import replace_replies
@@ -56,7 +55,7 @@ def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
         # what a correction the user made was about (ids only: the texts may be forgotten)
         "correction": found.trace() if (found := context.correction) is not None else None,
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
-        "reminder": asked.trace() if (asked := context.reminder) is not None else None,
+        "reminder": reminders.trace(asked) if (asked := context.reminder) is not None else None,
         "salience": scored.view() if (scored := final.get("salience")) is not None else None,
         "thinker": ran.view() if (ran := final.get("thinker")) is not None else None,
         "tribunal": court.view() if (court := final.get("tribunal")) is not None else None,
@@ -116,7 +115,7 @@ def store_turn(
             return None
         if correction is not None:  # before Nova's next answer, with this turn or not at all
             corrections.apply(c, user, correction, turn_id, message_id)
-        if asked is not None and asked.outcome == "scheduled":  # with the turn, once
+        if asked is not None and asked.at is not None:  # scheduled with the turn, once
             document["reminder"]["event_id"] = schedule_asked(c, user, asked, turn_id, conversation)
         if item is None:
             return None
@@ -154,16 +153,14 @@ def store_turn(
 def schedule_asked(
     c: Connection, user: str, asked: ReminderPlan, turn_id: int, conversation: int
 ) -> int:
-    """The reminder the turn's message asked for (scheduled: with its times), inside the
-    turn's transaction ``c``."""
-    assert asked.local is not None and asked.due_at is not None, "planned as scheduled"
-    local = datetime.fromisoformat(asked.local)
-    when = When(datetime.fromisoformat(asked.due_at), local, asked.repeat)
+    """The reminder the turn's message asked for (planned with its time), inside the turn's
+    transaction ``c``."""
+    assert asked.at is not None, "planned as scheduled"
     return schedule(
         c,
         user,
         asked.what,
-        when,
+        asked.at,
         cause=f"asked in turn {turn_id}",
         cause_key=f"reminder:turn:{turn_id}",
         turn_id=turn_id,

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.proactive.when import When
+
 
 # The message corrects or retracts something the user said before ("no, Munich, not Berlin":
 # ``correct``, wrong "Berlin", right "Munich"; "I don't have the dog any more": ``retract``,
@@ -64,17 +66,8 @@ class ReminderPlan:
     outcome: Literal["scheduled", "unresolved", "off"]
     what: str
     when: str
-    due_at: str | None = None
-    """When scheduled: the UTC time it is due."""
-    local: str | None = None
-    """When scheduled: the same in the user's zone, to the minute."""
-    repeat: str | None = None
-
-    def trace(self) -> dict[str, Any]:
-        """For the turn's trace: no words of the user's (they may be forgotten); the event's
-        id is added once it is scheduled."""
-        return {"outcome": self.outcome, "due_at": self.due_at, "repeat": self.repeat,
-                "event_id": None}  # fmt: skip
+    at: When | None = None
+    """When scheduled: when it is due (and whether it repeats)."""
 
 
 @dataclass(frozen=True, slots=True)

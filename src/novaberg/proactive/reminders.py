@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, time
+from typing import Any
 
 from novaberg.config import Settings
 from novaberg.graph.channels import Reminder, ReminderPlan
@@ -44,8 +45,8 @@ OFF = {
 def plan(
     asked: Reminder, settings: Settings, *, can_send: bool, at: datetime | None = None
 ) -> ReminderPlan:
-    """What the turn will do with the router's ``reminder``: scheduled (with ``due_at``,
-    ``local`` and ``repeat``), unresolved, or off."""
+    """What the turn will do with the router's ``reminder``: scheduled (with when it is due),
+    unresolved, or off."""
     what, when = asked.what.strip(), asked.when.strip()
     if not can_send:
         return ReminderPlan("off", what, when)
@@ -53,10 +54,7 @@ def plan(
     found = resolve(when, at or datetime.now(UTC), zone(settings), morning=morning)
     if found is None:
         return ReminderPlan("unresolved", what, when)
-    return ReminderPlan(
-        "scheduled", what, when, due_at=stamp(found.due),
-        local=found.local.isoformat(timespec="minutes"), repeat=found.repeat,
-    )  # fmt: skip
+    return ReminderPlan("scheduled", what, when, found)
 
 
 def confirmation(planned: ReminderPlan, language: str) -> str:
@@ -65,9 +63,20 @@ def confirmation(planned: ReminderPlan, language: str) -> str:
     what = json.dumps(planned.what, ensure_ascii=False)
     if planned.outcome == "off":
         return OFF[lang]
-    if planned.outcome == "unresolved" or planned.local is None:
+    if planned.at is None:
         return UNREAD[lang].format(when=json.dumps(planned.when, ensure_ascii=False))
-    repeat = planned.repeat or ""
+    repeat = planned.at.repeat or ""
     again = REPEATS[lang].get(repeat.split(":")[0], "") if repeat else ""
-    local = datetime.fromisoformat(planned.local)
-    return SCHEDULED[lang].format(when=spoken(local, lang), what=what, repeat=again)
+    return SCHEDULED[lang].format(when=spoken(planned.at.local, lang), what=what, repeat=again)
+
+
+def trace(planned: ReminderPlan) -> dict[str, Any]:
+    """For the turn's trace: no words of the user's (they may be forgotten); the event's id
+    is added once it is scheduled."""
+    at = planned.at
+    return {
+        "outcome": planned.outcome,
+        "due_at": stamp(at.due) if at is not None else None,
+        "repeat": at.repeat if at is not None else None,
+        "event_id": None,
+    }
