@@ -32,7 +32,7 @@ from tests.server_helpers import Nova, running_nova
 from tests.web_helpers import DESKTOP, PHONE, Watched, chromium, shoot, sign_in, watch
 
 USERS = tuple(
-    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam tia uma".split()  # noqa: SIM905
+    "ada bob cyd dan eve fay gus hal ivy kim lea max ned ola pia rex sam tia uma vic".split()  # noqa: SIM905
 )
 FOLLOWUP_WAIT_S = 1.0
 """How long the server's turn stream waits for a follow-up; a slower one comes over /api/events."""
@@ -393,6 +393,30 @@ def test_a_banner_says_the_backend_is_down(
     shoot(page, "banner-desktop")
     page.locator("#banners .dismiss").click()
     expect(banner).to_have_count(0)
+
+
+def test_a_message_sent_while_the_answer_is_still_being_stored_goes_out_after_it(
+    watched: Watched, nova: Nova, server: OllamaTestServer
+) -> None:
+    page = watched.page
+    sign_in(page, nova.url, nova.keys["vic"])
+    server.script("responder", Reply(content="Shown first."))
+    # the answer is on the page before salience: this keeps the turn running after it
+    server.script("salience", Reply(content=json.dumps({"score": 0.1, "summary": ""}), delay_s=3.0))
+    send(page, "one")
+    first = page.locator("#messages .message.nova").last
+    expect(first.locator(".text")).to_have_text("Shown first.")
+    expect(first).to_have_attribute("aria-busy", "true")  # still running
+    server.script("responder", Reply(content="Then this."))
+    send(page, "two")
+    expect(page.locator("#progress")).to_contain_text("still finishing")
+    expect(page.get_by_label("Message to Nova")).to_have_value("two")  # kept until it goes out
+    expect(page.locator("#messages .message.nova").last.locator(".text")).to_have_text(
+        "Then this.", timeout=20_000
+    )
+    assert nova_messages(page) == ["Shown first.", "Then this."]
+    assert page.locator("#messages .message.user .text").all_text_contents() == ["one", "two"]
+    expect(page.get_by_label("Message to Nova")).to_have_value("")
 
 
 def test_a_banner_says_a_turn_is_still_running_409(

@@ -16,6 +16,10 @@ from playwright.sync_api import Browser, Page, Playwright, ViewportSize, expect,
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "web"
+
+# A turn through judges and a corrector takes more than expect()'s 5 s default on CI's two
+# busy cores; the pages' own waits (set_default_timeout) are 15 s too.
+expect.set_options(timeout=15_000)
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 375, "height": 740}
 

@@ -12,6 +12,7 @@ const state = {
   running: null, // the AbortController of the turn being sent
   shown: new Set(), // turn ids whose Nova message is on screen
   pending: [], // follow-ups that arrived before their conversation was known
+  queued: false, // sent while a turn was still finishing: goes out when that one has
 };
 
 function whyButton(turnId) {
@@ -142,7 +143,13 @@ function finish(li, result) {
 async function send() {
   const box = $("message");
   const text = box.value.trim();
-  if (!text || state.running) return;
+  if (!text) return;
+  if (state.running) { // the answer is shown but the turn is still being judged and stored
+    state.queued = true; // the text stays in the box, editable, until it goes out
+    progress(t("progress_queued"));
+    return;
+  }
+  state.queued = false;
   box.value = "";
   startReply(); // read aloud when Talk heard it
   message("user", text);
@@ -206,6 +213,8 @@ async function send() {
       const waiting = state.pending.splice(0);
       for (const f of waiting) addFollowup(f.turnId, f.text, f.conversation, f.origin);
       refreshConversations();
+      if (state.queued && !stopped) send();
+      state.queued = false;
     }
   }
 }
@@ -239,6 +248,7 @@ export function resetChat() {
   state.conversation = null;
   state.shown.clear();
   state.pending = [];
+  state.queued = false;
   $("stop").hidden = true;
   $("composer").reset(); // a draft too
   clear($("messages"));
