@@ -235,6 +235,7 @@ LAYERS: dict[str, int] = {
     "validation": 0,
     "telemetry": 0,
     "switching": 0,
+    "trace_document": 0,
     # 1: the database, and the throwaway servers the tests start
     "storage": 1,
     "testing": 1,

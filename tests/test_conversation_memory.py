@@ -72,12 +72,12 @@ async def test_an_unsalient_message_of_another_conversation_reaches_the_responde
     assert later.conversation_id != first.conversation_id
     day = str(engine.db.scalar("SELECT created_at FROM messages ORDER BY id LIMIT 1"))[:10]
     [given] = [g.view() for g in later.state["context"].retrieval if g.message_id is not None]
-    assert given["reason"].startswith("conversation: you said on ")
-    assert f"'{VET.lower()}'" in given["reason"]
+    assert given.reason.startswith("conversation: you said on ")
+    assert f"'{VET.lower()}'" in given.reason
     system = responder_system(server)
     assert f"(the user said this on {day}) Our vet is the one in {VET}" in system
     # the trace keeps the message's id and reason, not its words (forget must find them)
-    assert VET not in json.dumps([g.view() for g in later.state["context"].retrieval])
+    assert VET not in "".join(g.view().model_dump_json() for g in later.state["context"].retrieval)
     why = await engine.db.run(turn_why, engine.db, later.turn_id, "default")
     assert why is not None
     [shown] = [m for m in why.model_dump()["retrieved"] if m.get("kind") == "message"]

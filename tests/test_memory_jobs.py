@@ -275,7 +275,7 @@ async def test_embeddings_come_from_the_backend_and_rank_by_meaning(
         assert [r.caller for r in embeds] == ["embed", "embed", "embed"]
         assert embeds[1].body["input"] == [FACT]
         chosen = [c.view() for c in result.state["context"].retrieval]
-        assert chosen and "meaning: " in chosen[0]["reason"]  # the signal that found it
+        assert chosen and "meaning: " in chosen[0].reason  # the signal that found it
         assert [c.caller for c in result.trace.calls][:2] == ["router", "embed"]
     finally:
         await engine.aclose()

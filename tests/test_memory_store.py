@@ -14,6 +14,7 @@ from novaberg.memory.store import MemoryStore
 from novaberg.memory.transfer import export_user, import_user, parse_export
 from novaberg.storage.db import Database
 from novaberg.storage.memories import FORGOTTEN, MemoryItem, Statement
+from novaberg.trace_document import SalienceTrace, TraceDocument
 
 USER = "ada"
 
@@ -144,7 +145,7 @@ def test_forget_removes_the_item_what_was_derived_from_it_and_its_words(
         conversation_id=conversation,
         user_text="My sister Lena moved to Lisbon.",
         reply="Lisbon! Lena must love it.",
-        trace={"salience": {"summary": "Ada's sister Lena moved to Lisbon."}},
+        trace=TraceDocument(salience=SalienceTrace(summary="Ada's sister Lena moved to Lisbon.")),
         calls=[],
         also=remember,
     )

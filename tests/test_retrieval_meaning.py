@@ -193,7 +193,7 @@ async def test_a_failing_embedder_means_full_text_and_a_notice_never_a_failed_tu
     assert notice.startswith("enricher: by words only, the embedder failed: ")
     assert "no-such-embedder" in notice
     [chosen] = [c.view() for c in result.state["context"].retrieval]
-    assert "words: 'sister'" in chosen["reason"] and "meaning" not in chosen["reason"]
+    assert "words: 'sister'" in chosen.reason and "meaning" not in chosen.reason
 
 
 def _add(db: Database, text: str) -> int:
@@ -346,9 +346,9 @@ async def test_without_memory_jobs_a_turns_item_gets_its_vector_beside_the_turn_
     finally:
         await engine.aclose()
     retrieval = [c.view() for c in asked.state["context"].retrieval]
-    [dog] = [r for r in retrieval if r["id"] == told.memory_id]
-    assert dog["reason"].startswith("recent item: meaning: 0.")
-    assert retrieval[0]["id"] == told.memory_id
+    [dog] = [r for r in retrieval if r.id == told.memory_id]
+    assert dog.reason.startswith("recent item: meaning: 0.")
+    assert retrieval[0].id == told.memory_id
 
 
 async def test_a_turns_search_runs_from_its_start_beside_the_router_and_embeds_once(
@@ -391,7 +391,7 @@ async def test_a_turns_search_runs_from_its_start_beside_the_router_and_embeds_o
     assert started[0][1] < entered["enricher"] - 0.2  # during the router's call
     assert searched and searched[0] < entered["enricher"] - 0.2  # the words too
     [dog] = [c.view() for c in result.state["context"].retrieval]
-    assert dog["reason"].startswith("fact: meaning: 0.")
+    assert dog.reason.startswith("fact: meaning: 0.")
 
 
 async def test_a_search_without_the_turns_vector_reads_full_text_while_embedding_the_message(

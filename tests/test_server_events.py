@@ -28,6 +28,7 @@ from novaberg.storage import deliveries
 from novaberg.storage.db import Database
 from novaberg.testing import OllamaTestServer, Reply
 from novaberg.testing.postgres import create_database, drop_database
+from novaberg.trace_document import TraceDocument
 from tests.conftest import CONTRACT_KEYS
 from tests.server_helpers import Nova, running_nova, wait_for
 
@@ -605,7 +606,7 @@ def _followup_turn(db: Database, user: str, text: str) -> tuple[int, int, int]:
         conversation_id=conversation,
         user_text="a question",
         reply="Draft.",
-        trace={},
+        trace=TraceDocument(),
         calls=[],
     )
     second = db.start_turn(conversation, "a question", "self_trigger", parent)
@@ -614,7 +615,7 @@ def _followup_turn(db: Database, user: str, text: str) -> tuple[int, int, int]:
         conversation_id=conversation,
         user_text="a question",
         reply=text,
-        trace={},
+        trace=TraceDocument(),
         calls=[],
         user_message=False,
         also=lambda c, _: user_events.record(c, user, "followup", second),

@@ -22,7 +22,6 @@ The shape of :meth:`Stats.contract_json` is the interface contract's (``../share
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -36,6 +35,7 @@ from novaberg.storage.db import Database
 from novaberg.storage.proactive import TYPE as PROACTIVE
 from novaberg.telemetry import OUTCOMES
 from novaberg.text import quoted
+from novaberg.trace_document import TraceDocument
 
 FOLLOW_UP_CALLER = "thinker_nachfass"
 SELF_TRIGGER = "self_trigger"
@@ -218,46 +218,29 @@ def _turns(
     thinker: Counter[str] = Counter()
     judges: dict[str, JudgeStats] = defaultdict(JudgeStats)
     for text in stored.done_traces(db, cutoff, user):
-        trace = _trace(text)
-        ran = trace.get("thinker")
-        if isinstance(ran, dict) and isinstance(ran.get("result"), str):
-            thinker[ran["result"]] += 1
+        trace = TraceDocument.read(text)
+        if trace.thinker is not None and trace.thinker.result:
+            thinker[trace.thinker.result] += 1
         count_votes(trace, judges)
     return turns, dict(sorted(thinker.items())), dict(sorted(judges.items()))
 
 
-def _trace(text: Any) -> dict[str, Any]:
-    try:
-        trace = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
-        return {}
-    return trace if isinstance(trace, dict) else {}
-
-
-def count_votes(trace: dict[str, Any], judges: dict[str, JudgeStats]) -> None:
+def count_votes(trace: TraceDocument, judges: dict[str, JudgeStats]) -> None:
     """Every round of a turn's tribunal; a round is followed by a correction when the corrector
     ran after it (``corrector.rounds`` counts those runs)."""
-    court = trace.get("tribunal")
-    if not isinstance(court, dict):
+    court = trace.tribunal
+    if court is None:
         return
-    corrector = trace.get("corrector")
-    corrected = corrector.get("rounds", 0) if isinstance(corrector, dict) else 0
-    history = court.get("history")
-    if not isinstance(history, list):
-        return
-    for index, round_ in enumerate(history):
-        if not isinstance(round_, list):
-            continue
+    corrected = trace.corrector.rounds if trace.corrector is not None else 0
+    for index, round_ in enumerate(court.history):
         for vote in round_:
-            if not isinstance(vote, dict) or not isinstance(vote.get("judge"), str):
-                continue
-            judge = judges[vote["judge"]]
-            if vote.get("abstained"):
+            judge = judges[vote.judge]
+            if vote.abstained:
                 judge.abstained += 1
                 continue
             judge.votes += 1
-            judge.malformed += bool(vote.get("malformed"))
-            if vote.get("vote") == "revise":
+            judge.malformed += vote.malformed
+            if vote.vote == "revise":
                 judge.revise += 1
                 judge.corrections += index < corrected
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
+from novaberg.trace_document import TraceDocument
+
 Outcome = Literal[
     "ok",
     "error",
@@ -123,7 +125,7 @@ class Observer(Protocol):
         origin: str,
         seconds: float,
         calls: Sequence[CallRecord],
-        trace: dict[str, Any] | None,
+        trace: TraceDocument | None,
     ) -> None: ...
 
     def job_ended(self, job_type: str, status: str, calls: Sequence[CallRecord]) -> None: ...
@@ -151,7 +153,7 @@ class Observers:
         origin: str,
         seconds: float,
         calls: Sequence[CallRecord],
-        trace: dict[str, Any] | None = None,
+        trace: TraceDocument | None = None,
     ) -> None:
         for observer in list(self._all):
             try:

@@ -10,14 +10,15 @@ few compatible extras (its queue wait, the server's own time, the attempt, …).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from novaberg.graph.channels import Correcting, Court, Salience, ThinkerRun
+from novaberg.graph.state import TurnState
 from novaberg.storage.events import EventState
 from novaberg.telemetry import CallRecord, JsonMode, Outcome
+from novaberg.trace_document import CorrectorTrace, CourtTrace, TraceDocument
 
 
 class _Part(BaseModel):
@@ -138,38 +139,42 @@ def turn_contract(
     conversation_id: int,
     followups: Iterable[FollowupView],
     calls: Iterable[CallRecord],
-    parts: Mapping[str, Any],
+    parts: TraceDocument,
     stored: bool,
     events: Iterable[EventState],
 ) -> TurnContract:
     """The contract of a turn from its pieces: ``parts`` holds the turn's ``thinker``,
-    ``tribunal``, ``corrector`` and ``salience`` records (the turn state's channels, or the
-    stored trace's), ``stored`` whether its memory item exists."""
-    thinker, court = _view(parts, "thinker"), _view(parts, "tribunal")
-    scored = _view(parts, "salience")
+    ``tribunal``, ``corrector`` and ``salience`` records (:func:`live_parts` of a live turn,
+    or its stored trace), ``stored`` whether its memory item exists."""
+    thinker, court, scored = parts.thinker, parts.tribunal, parts.salience
     return TurnContract(
         reply=reply,
         turn_id=turn_id,
         conversation_id=conversation_id,
         followups=list(followups),
         calls=[CallView.of(c) for c in calls],
-        thinker=None if thinker is None else ThinkerView.model_validate(thinker),
-        tribunal=None if court is None else _tribunal(court, _view(parts, "corrector")),
-        salience=None if scored is None else SalienceView(score=scored.get("score"), stored=stored),
+        thinker=None
+        if thinker is None
+        else ThinkerView.model_validate(thinker.model_dump(exclude_unset=True)),
+        tribunal=None if court is None else _tribunal(court, parts.corrector),
+        salience=None if scored is None else SalienceView(score=scored.score, stored=stored),
         events=[EventView(id=e.id, type=e.type, status=e.status) for e in events],
     )
 
 
-def _view(parts: Mapping[str, Any], channel: str) -> Mapping[str, Any] | None:
-    """A typed channel of a live turn as its stored trace keeps it (a stored one already is)."""
-    found = parts.get(channel)
-    typed = Salience | Correcting | ThinkerRun | Court
-    return found.view() if isinstance(found, typed) else found
+def live_parts(state: TurnState) -> TraceDocument:
+    """The parts of a live turn's state the contract reads, as its stored trace keeps them."""
+    return TraceDocument(
+        salience=scored.view() if (scored := state.get("salience")) is not None else None,
+        thinker=ran.view() if (ran := state.get("thinker")) is not None else None,
+        tribunal=court.view() if (court := state.get("tribunal")) is not None else None,
+        corrector=fixed.view() if (fixed := state.get("corrector")) is not None else None,
+    )
 
 
-def _tribunal(court: Mapping[str, Any], corrector: Mapping[str, Any] | None) -> TribunalView:
+def _tribunal(court: CourtTrace, corrector: CorrectorTrace | None) -> TribunalView:
     return TribunalView(
-        rounds=court["rounds"],
-        votes=[VoteView.model_validate(v) for v in court["votes"]],
-        corrections=(corrector or {}).get("rounds", 0),
+        rounds=court.rounds,
+        votes=[VoteView.model_validate(v.model_dump()) for v in court.votes],
+        corrections=corrector.rounds if corrector is not None else 0,
     )

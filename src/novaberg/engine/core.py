@@ -42,6 +42,7 @@ from novaberg.storage import events as stored_events
 from novaberg.storage.db import Database
 from novaberg.tools.builtin import builtin_registry
 from novaberg.tools.mcp_servers import McpServers
+from novaberg.trace_document import TraceDocument
 from novaberg.validation import validate_message
 
 if TYPE_CHECKING:
@@ -513,7 +514,7 @@ class Engine:
         origin: str,
         began: float,
         ctx: TurnContext,
-        trace: dict[str, Any] | None = None,
+        trace: TraceDocument | None = None,
     ) -> None:
         """Tell the queue's observers (the server's metrics) what the turn stored."""
         seconds = time.perf_counter() - began

@@ -13,7 +13,6 @@ to remember it, so it is stored at importance :data:`IMPORTANCE`. The same state
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from novaberg.config import Memory
@@ -26,6 +25,7 @@ from novaberg.storage.db import Database
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
 from novaberg.storage.turns import stored_done
 from novaberg.text import is_blank
+from novaberg.trace_document import TraceDocument
 
 ORIGIN = "remember"
 IMPORTANCE = 1.0
@@ -67,7 +67,7 @@ def remember_statement(
     if kept is not None:
         return Remembered(kept, False)
     conversation = db.latest_conversation(user) or db.new_conversation(user)
-    trace = json.dumps({"origin": ORIGIN, "via": via}, ensure_ascii=False)
+    trace = TraceDocument(origin=ORIGIN, via=via).text()
     with db.transaction() as c:
         turn_id = stored_done(c, conversation, ORIGIN, statement, trace)
         item = MemoryPlan(text=statement, score=IMPORTANCE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from novaberg.engine.contract import FollowupView, TurnContract, turn_contract
+from novaberg.engine.contract import FollowupView, TurnContract, live_parts, turn_contract
 from novaberg.graph.state import TurnState
 from novaberg.storage.events import EventState
 from novaberg.telemetry import Trace
@@ -33,7 +33,7 @@ class TurnResult:
             conversation_id=self.conversation_id,
             followups=self.followups,
             calls=self.trace.calls,
-            parts=self.state,
+            parts=live_parts(self.state),
             stored=self.memory_id is not None,
             events=self.events,
         )

@@ -6,12 +6,13 @@ and the same reading of one stored trace and call for the server's running count
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.stats import FOLLOW_UP_CALLER, JudgeStats, collect, count_votes, parse_since
 from novaberg.telemetry import CallRecord
+from novaberg.trace_document import TraceDocument
 
 if TYPE_CHECKING:
     from novaberg.engine.core import Engine
@@ -90,7 +91,7 @@ async def stats_of(engine: Engine, since: str, user: str) -> StatsBody:
     return StatsBody.model_validate(found.contract_json())
 
 
-def corrections_by_judge(trace: dict[str, Any]) -> dict[str, int]:
+def corrections_by_judge(trace: TraceDocument) -> dict[str, int]:
     """For each judge that voted in a stored trace: its revise votes that sent the answer to
     the corrector (the same reading of a trace as ``novaberg stats``)."""
     judges: defaultdict[str, JudgeStats] = defaultdict(JudgeStats)
@@ -98,10 +99,9 @@ def corrections_by_judge(trace: dict[str, Any]) -> dict[str, int]:
     return {judge: votes.corrections for judge, votes in judges.items()}
 
 
-def is_last_resort(trace: dict[str, Any]) -> bool:
+def is_last_resort(trace: TraceDocument) -> bool:
     """Whether the stored trace's thinker ended on its last resort."""
-    thinker = trace.get("thinker")
-    return isinstance(thinker, dict) and thinker.get("result") == "last_resort"
+    return trace.thinker is not None and trace.thinker.result == "last_resort"
 
 
 def is_follow_up(call: CallRecord) -> bool:

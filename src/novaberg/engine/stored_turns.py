@@ -14,22 +14,19 @@ The functions here are sync and query the database: a route runs them through
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from novaberg.engine.contract import FollowupView, TurnContract, turn_contract
 from novaberg.memory.store import MemoryStore, turn_item_key
 from novaberg.storage import turns
 from novaberg.storage.db import Database
 from novaberg.storage.events import states_of_turn
 from novaberg.storage.turns import OwnedTurn, turn_owner
+from novaberg.trace_document import TraceDocument
 
 __all__ = ["stored_turn", "turn_owner"]
 
 
 def stored_turn(db: Database, row: OwnedTurn) -> TurnContract:
     """The contract of the finished turn ``row`` (from :func:`turn_owner`)."""
-    trace: dict[str, Any] = json.loads(row.trace_json or "{}") or {}
     return turn_contract(
         reply=turns.reply_of(db, row.id),
         turn_id=row.id,
@@ -39,7 +36,7 @@ def stored_turn(db: Database, row: OwnedTurn) -> TurnContract:
             for f in turns.followups_of(db, row.id)
         ],
         calls=turns.calls_of(db, row.id),
-        parts=trace,
+        parts=TraceDocument.read(row.trace_json),
         stored=MemoryStore.key_id(db, row.user_id, turn_item_key(row.id)) is not None,
         events=states_of_turn(db, row.id),
     )

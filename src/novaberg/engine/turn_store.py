@@ -7,9 +7,9 @@ Every function takes the user explicitly: nothing here reads ``settings.user``.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from novaberg.config import Memory
+from novaberg.engine.contract import live_parts
 from novaberg.engine.result import TurnResult
 from novaberg.errors import UsageError
 from novaberg.graph.channels import Context, MemoryPlan, ReminderPlan
@@ -26,6 +26,7 @@ from novaberg.storage.db import Database
 from novaberg.storage.sql import Connection
 from novaberg.storage.turns import replace_replies
 from novaberg.telemetry import Trace
+from novaberg.trace_document import TraceDocument
 
 log = logging.getLogger("novaberg")
 
@@ -45,33 +46,35 @@ def open_conversation(db: Database, user: str, conversation_id: int | None) -> i
     return conversation_id
 
 
-def trace_document(final: TurnState, trace: Trace) -> dict[str, Any]:
-    """The turn's stored trace: what each stage decided, and who answered."""
+def trace_document(final: TurnState, trace: Trace) -> TraceDocument:
+    """The turn's stored trace: what each stage decided, and who answered. Every part is set,
+    ``None`` or empty when its stage did not run."""
     context = final.get("context") or Context()
-    return {
-        "nodes": trace.nodes,
-        "router": route.view() if (route := final.get("router")) is not None else None,
-        "retrieval": [chosen.view() for chosen in context.retrieval],
+    parts = live_parts(final)
+    return TraceDocument(
+        nodes=trace.nodes,
+        router=route.view() if (route := final.get("router")) is not None else None,
+        retrieval=[chosen.view() for chosen in context.retrieval],
         # what a correction the user made was about (ids only: the texts may be forgotten)
-        "correction": found.trace() if (found := context.correction) is not None else None,
+        correction=found.trace() if (found := context.correction) is not None else None,
         # a reminder asked for: when, and the scheduled message's id (no words of the user's)
-        "reminder": reminders.trace(asked) if (asked := context.reminder) is not None else None,
-        "salience": scored.view() if (scored := final.get("salience")) is not None else None,
-        "thinker": ran.view() if (ran := final.get("thinker")) is not None else None,
-        "tribunal": court.view() if (court := final.get("tribunal")) is not None else None,
-        "corrector": fixed.view() if (fixed := final.get("corrector")) is not None else None,
+        reminder=reminders.trace(asked) if (asked := context.reminder) is not None else None,
+        salience=parts.salience,  # as the contract reads them
+        thinker=parts.thinker,
+        tribunal=parts.tribunal,
+        corrector=parts.corrector,
         # the responder's draft when the answer is another (revised, corrected, with a
         # gesture); ``None`` when the reply is the draft, which is stored once, as the reply
-        "draft": draft if (draft := final.get("draft")) != final.get("reply") else None,
-        "answered_by": trace.answered_by(),
-        "notices": trace.notices,
+        draft=draft if (draft := final.get("draft")) != final.get("reply") else None,
+        answered_by=trace.answered_by(),
+        notices=trace.notices,
         # when each call (in the order of ``calls``) was sent, ms after the turn's first node:
         # the time axis of the web page's waterfall (numbers only, no text)
-        "call_sent_ms": [
+        call_sent_ms=[
             round((c.started - trace.node_started[0]) * 1000, 1) if trace.node_started else None
             for c in trace.calls
         ],
-    }
+    )
 
 
 def store_turn(
@@ -116,7 +119,8 @@ def store_turn(
         if correction is not None:  # before Nova's next answer, with this turn or not at all
             corrections.apply(c, user, correction, turn_id, message_id)
         if asked is not None and asked.at is not None:  # scheduled with the turn, once
-            document["reminder"]["event_id"] = schedule_asked(c, user, asked, turn_id, conversation)
+            assert document.reminder is not None  # written with the plan
+            document.reminder.event_id = schedule_asked(c, user, asked, turn_id, conversation)
         if item is None:
             return None
         return remember(c, events, memory, user, item, turn_id, message_id, conversation)

@@ -10,14 +10,14 @@ empty.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.engine.stored_turns import turn_owner
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
+from novaberg.trace_document import GivenTrace, RouteTrace, TraceDocument, VoteTrace
 
 
 class _Body(BaseModel):
@@ -27,8 +27,8 @@ class _Body(BaseModel):
 class GivenMessage(_Body):
     """A stored message the enricher found by its words."""
 
-    message_id: JsonValue
-    reason: JsonValue
+    message_id: int
+    reason: str
     text: str | None = Field(description="Its words while the user has them; else null.")
     kind: Literal["message"]
     current: bool
@@ -37,18 +37,18 @@ class GivenMessage(_Body):
 class GivenItem(_Body):
     """A memory the turn was given."""
 
-    id: JsonValue
-    score: JsonValue
-    reason: JsonValue
+    id: int | None
+    score: float | None
+    reason: str
     text: str | None = Field(description="Its text while the user has it; else null.")
     kind: str | None
     current: bool | None
 
 
 class CorrectorWhy(_Body):
-    rounds: JsonValue
-    reasons: JsonValue
-    applied: JsonValue
+    rounds: int
+    reasons: list[str] = Field(description="The judges' reasons it was given, judge: reason.")
+    applied: bool = Field(description="Whether its revision replaced the reply.")
 
 
 class TurnWhy(_Body):
@@ -56,45 +56,44 @@ class TurnWhy(_Body):
 
     turn_id: int
     status: str
-    nodes: JsonValue = Field(description="The nodes that ran, in order.")
-    router: JsonValue
-    answered_by: JsonValue
-    call_sent_ms: JsonValue = Field(description="When each call was sent, ms into the turn.")
-    rounds: JsonValue = Field(description="Every tribunal round's votes.")
+    nodes: list[str] = Field(description="The nodes that ran, in order.")
+    router: RouteTrace | None
+    answered_by: str | None
+    call_sent_ms: list[float | None] = Field(
+        description="When each call was sent, ms into the turn."
+    )
+    rounds: list[list[VoteTrace]] = Field(description="Every tribunal round's votes.")
     corrector: CorrectorWhy | None
     retrieved: list[GivenMessage | GivenItem]
     recalled: list[GivenMessage | GivenItem]
-    notices: JsonValue
+    notices: list[str]
 
 
 def _memories(
-    store: MemoryStore, user: str, given: list[dict[str, Any]]
+    store: MemoryStore, user: str, given: list[GivenTrace]
 ) -> list[GivenMessage | GivenItem]:
-    ids = [int(g["id"]) for g in given if isinstance(g.get("id"), int)]
-    items = store.by_ids(user, ids)
-    said = store.messages_by_ids(
-        user, [int(g["message_id"]) for g in given if isinstance(g.get("message_id"), int)]
-    )
+    items = store.by_ids(user, [g.id for g in given if g.id is not None])
+    said = store.messages_by_ids(user, [g.message_id for g in given if g.message_id is not None])
     out: list[GivenMessage | GivenItem] = []
     for g in given:
-        if "message_id" in g:  # a stored message the enricher found by its words
-            message = said.get(int(g.get("message_id") or 0))
+        if g.message_id is not None:  # a stored message the enricher found by its words
+            message = said.get(g.message_id)
             out.append(
                 GivenMessage(
-                    message_id=g.get("message_id"),
-                    reason=g.get("reason"),
+                    message_id=g.message_id,
+                    reason=g.reason,
                     text=message.text if message else None,
                     kind="message",
                     current=message is not None,
                 )
             )
             continue
-        item = items.get(int(g.get("id") or 0))
+        item = items.get(g.id) if g.id is not None else None
         out.append(
             GivenItem(
-                id=g.get("id"),
-                score=g.get("score"),
-                reason=g.get("reason"),
+                id=g.id,
+                score=g.score,
+                reason=g.reason,
                 text=item.text if item else None,
                 kind=item.kind if item else None,
                 current=item.current if item else None,
@@ -108,27 +107,23 @@ def turn_why(db: Database, turn_id: int, user: str) -> TurnWhy | None:
     row = turn_owner(db, turn_id)
     if row is None or row.user_id != user:
         return None
-    trace: dict[str, Any] = json.loads(row.trace_json or "{}") or {}
+    trace = TraceDocument.read(row.trace_json)
     store = MemoryStore(db)
-    court = trace.get("tribunal") or {}
-    thinker = trace.get("thinker") or {}
-    corrector = trace.get("corrector") or {}
+    corrector = trace.corrector
     return TurnWhy(
         turn_id=turn_id,
         status=row.status,
-        nodes=trace.get("nodes") or [],
-        router=trace.get("router"),
-        answered_by=trace.get("answered_by"),
-        call_sent_ms=trace.get("call_sent_ms"),
-        rounds=court.get("history") or ([court["votes"]] if court.get("votes") else []),
+        nodes=trace.nodes,
+        router=trace.router,
+        answered_by=trace.answered_by,
+        call_sent_ms=trace.call_sent_ms,
+        rounds=trace.tribunal.every_round() if trace.tribunal is not None else [],
         corrector=CorrectorWhy(
-            rounds=corrector.get("rounds", 0),
-            reasons=corrector.get("reasons") or [],
-            applied=corrector.get("applied"),
+            rounds=corrector.rounds, reasons=corrector.reasons, applied=corrector.applied
         )
-        if corrector
+        if corrector is not None
         else None,
-        retrieved=_memories(store, user, trace.get("retrieval") or []),
-        recalled=_memories(store, user, thinker.get("recalled") or []),
-        notices=trace.get("notices") or [],
+        retrieved=_memories(store, user, trace.retrieval),
+        recalled=_memories(store, user, trace.thinker.recalled if trace.thinker else []),
+        notices=trace.notices,
     )

@@ -4,18 +4,30 @@ corrector, salience and memory write decide, and the events a turn raises, each 
 :func:`~novaberg.graph.state.check_writes` refuses a value of another type, so a node that
 writes the wrong shape stops the turn at once, and mypy checks every read.
 
-Each model's :meth:`view` is what the turn's stored trace keeps of it (JSON, the keys it always
-had).
+Each model's :meth:`view` is what the turn's stored trace keeps of it, a part of
+:class:`~novaberg.trace_document.TraceDocument` (the keys it always had).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from novaberg.proactive.when import When
+from novaberg.trace_document import (
+    CorrectedTrace,
+    CorrectionAsked,
+    CorrectorTrace,
+    CourtTrace,
+    GivenTrace,
+    ReminderAsked,
+    RouteTrace,
+    SalienceTrace,
+    ThinkerTrace,
+    VoteTrace,
+)
 
 
 # The message corrects or retracts something the user said before ("no, Munich, not Berlin":
@@ -53,9 +65,9 @@ class Resolved:
     options: tuple[str, ...] = ()
     """The texts of the candidates, when ambiguous."""
 
-    def trace(self) -> dict[str, Any]:
+    def trace(self) -> CorrectedTrace:
         """For the turn's trace: ids only (the texts are the user's and may be forgotten)."""
-        return {"outcome": self.outcome, "memory_id": self.memory_id}
+        return CorrectedTrace(outcome=self.outcome, memory_id=self.memory_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,18 +96,19 @@ class Route:
     reminder: Reminder | None = None
     """What the message asks to be reminded of, kept only when its ``when`` is in it."""
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "intent": self.intent,
-            "tone": self.tone,
-            "needs_check": self.needs_check,
-        }
+    def view(self) -> RouteTrace:
+        asked: dict[str, CorrectionAsked | ReminderAsked] = {}  # left out when not asked
         if self.correction is not None:
-            out["correction"] = self.correction.model_dump()
+            asked["correction"] = CorrectionAsked(**self.correction.model_dump())
         if self.reminder is not None:
-            out["reminder"] = self.reminder.model_dump()
-        out["default"] = self.default
-        return out
+            asked["reminder"] = ReminderAsked(**self.reminder.model_dump())
+        return RouteTrace(
+            intent=self.intent,
+            tone=self.tone,
+            needs_check=self.needs_check,
+            default=self.default,
+            **asked,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +121,12 @@ class Salience:
     malformed: bool = False
     failed: bool = False
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"score": self.score, "summary": self.summary}
-        if self.malformed:
-            out["malformed"] = True
-        if self.failed:
-            out["failed"] = True
-        return out
+    def view(self) -> SalienceTrace:
+        return SalienceTrace(
+            score=self.score,
+            summary=self.summary,
+            **_flags(malformed=self.malformed, failed=self.failed),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +148,13 @@ class Correcting:
     """Whether its revision replaced the reply."""
     failed: bool = False
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "rounds": self.rounds,
-            "reasons": list(self.reasons),
-            "applied": self.applied,
-        }
-        if self.failed:
-            out["failed"] = True
-        return out
+    def view(self) -> CorrectorTrace:
+        return CorrectorTrace(
+            rounds=self.rounds,
+            reasons=list(self.reasons),
+            applied=self.applied,
+            **_flags(failed=self.failed),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,17 +173,17 @@ class ThinkerRun:
     recalled_messages: tuple[int, ...] = ()
     """The stored messages ``memory_search`` showed it."""
 
-    def view(self) -> dict[str, Any]:
-        return {
-            "iterations": self.iterations,
-            "followup_calls": self.followup_calls,
-            "result": self.result,
-            "tools": list(self.tools),
-            "recalled": [
-                *({"id": i} for i in self.recalled),
-                *({"message_id": i} for i in self.recalled_messages),
+    def view(self) -> ThinkerTrace:
+        return ThinkerTrace(
+            iterations=self.iterations,
+            followup_calls=self.followup_calls,
+            result=self.result,
+            tools=list(self.tools),
+            recalled=[
+                *(GivenTrace(id=i) for i in self.recalled),
+                *(GivenTrace(message_id=i) for i in self.recalled_messages),
             ],
-        }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,16 +198,14 @@ class Ballot:
     abstained: bool = False
     """It failed (in this round or before) and did not vote; the others decide."""
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "judge": self.judge,
-            "vote": self.vote,
-            "reason": self.reason,
-            "malformed": self.malformed,
-        }
-        if self.abstained:
-            out["abstained"] = True
-        return out
+    def view(self) -> VoteTrace:
+        return VoteTrace(
+            judge=self.judge,
+            vote=self.vote,
+            reason=self.reason,
+            malformed=self.malformed,
+            **_flags(abstained=self.abstained),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,13 +220,13 @@ class Court:
     correcting: bool
     """Whether the corrector runs next."""
 
-    def view(self) -> dict[str, Any]:
-        return {
-            "rounds": self.rounds,
-            "votes": [v.view() for v in self.votes],
-            "history": [[v.view() for v in round_] for round_ in self.history],
-            "correcting": self.correcting,
-        }
+    def view(self) -> CourtTrace:
+        return CourtTrace(
+            rounds=self.rounds,
+            votes=[v.view() for v in self.votes],
+            history=[[v.view() for v in round_] for round_ in self.history],
+            correcting=self.correcting,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,15 +255,10 @@ class Chosen:
     score: float | None = None
     """The item's score; a message has none."""
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> GivenTrace:
         if self.id is not None:
-            return {
-                "id": self.id,
-                "score": self.score,
-                "tokens": self.tokens,
-                "reason": self.reason,
-            }
-        return {"message_id": self.message_id, "tokens": self.tokens, "reason": self.reason}
+            return GivenTrace(id=self.id, score=self.score, tokens=self.tokens, reason=self.reason)
+        return GivenTrace(message_id=self.message_id, tokens=self.tokens, reason=self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,3 +306,8 @@ class TurnEvent:
     type: str
     id: int
     status: str
+
+
+def _flags(**flags: bool) -> dict[str, bool]:
+    """The flags that are set: a trace leaves out one that is not (it always did)."""
+    return {name: True for name, on in flags.items() if on}

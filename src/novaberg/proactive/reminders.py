@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, time
-from typing import Any
 
 from novaberg.config import Settings
 from novaberg.graph.channels import Reminder, ReminderPlan
 from novaberg.proactive.schedule import stamp, zone
 from novaberg.proactive.when import resolve, spoken
+from novaberg.trace_document import ReminderTrace
 
 SCHEDULED = {
     "en": "You will remind the user on {when} of {what}{repeat}: it is scheduled. Confirm it "
@@ -70,13 +70,13 @@ def confirmation(planned: ReminderPlan, language: str) -> str:
     return SCHEDULED[lang].format(when=spoken(planned.at.local, lang), what=what, repeat=again)
 
 
-def trace(planned: ReminderPlan) -> dict[str, Any]:
+def trace(planned: ReminderPlan) -> ReminderTrace:
     """For the turn's trace: no words of the user's (they may be forgotten); the event's id
     is added once it is scheduled."""
     at = planned.at
-    return {
-        "outcome": planned.outcome,
-        "due_at": stamp(at.due) if at is not None else None,
-        "repeat": at.repeat if at is not None else None,
-        "event_id": None,
-    }
+    return ReminderTrace(
+        outcome=planned.outcome,
+        due_at=stamp(at.due) if at is not None else None,
+        repeat=at.repeat if at is not None else None,
+        event_id=None,
+    )

@@ -17,7 +17,6 @@ scrape targets.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -33,6 +32,7 @@ from novaberg.engine.stats_page import (
     is_last_resort,
 )
 from novaberg.telemetry import CallRecord
+from novaberg.trace_document import TraceDocument
 
 Depth = Callable[[], Mapping[str, tuple[int, int]]]
 """Per backend, right now: (calls waiting for a slot, calls running): the model queue's
@@ -165,7 +165,7 @@ class Metrics:
         origin: str,
         seconds: float,
         calls: Sequence[CallRecord],
-        trace: dict[str, Any] | None,
+        trace: TraceDocument | None,
     ) -> None:
         self.turns.labels(status, origin).inc()
         self.turn_seconds.labels(status).observe(seconds)

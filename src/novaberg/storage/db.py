@@ -23,7 +23,6 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import json
 import logging
 import os
 import socket
@@ -48,6 +47,7 @@ from novaberg.storage.sql import (
     SqliteConnection,
 )
 from novaberg.telemetry import CallRecord
+from novaberg.trace_document import TraceDocument
 
 T = TypeVar("T")
 log = logging.getLogger("novaberg")
@@ -389,7 +389,7 @@ class Database:
         conversation_id: int,
         user_text: str,
         reply: str,
-        trace: dict[str, Any],
+        trace: TraceDocument,
         calls: list[CallRecord],
         user_message: bool = True,
         assistant_message: bool = True,
@@ -424,7 +424,7 @@ class Database:
             insert_calls(c, calls, turn_id=turn_id)
             c.execute(
                 "UPDATE turns SET status = 'done', trace_json = ?, finished_at = ? WHERE id = ?",
-                (json.dumps(trace, ensure_ascii=False), stamp, turn_id),
+                (trace.text(), stamp, turn_id),
             )
         return result
 

@@ -18,6 +18,7 @@ from novaberg.errors import StorageError
 from novaberg.storage.db import Database, now
 from novaberg.storage.memories import FORGOTTEN, profile_text, statements_json, statements_of
 from novaberg.storage.sql import Connection
+from novaberg.trace_document import TraceDocument
 
 log = logging.getLogger("novaberg")
 
@@ -207,7 +208,7 @@ and a time), call records apart from their errors (lengths, counts, outcomes). N
 the words the user wrote in later turns (their own new messages), and files outside the
 database (backups, logs below WARNING)."""
 
-_ERASED_JSON = json.dumps({"forgotten": True})
+_ERASED_JSON = TraceDocument(forgotten=True).text()
 
 
 def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> dict[str, Any]:
@@ -249,13 +250,8 @@ def _scopes(c: Connection, user: str, family: set[int], sources: set[int]) -> di
             f"ON v.id = t.conversation_id WHERE v.user_id = ? AND ({likes})",
             (user, *patterns),
         ).rows:
-            trace = json.loads(r["trace_json"] or "{}")
-            thinker = trace.get("thinker") or {}
-            given = [*(trace.get("retrieval") or []), *(thinker.get("recalled") or [])]
-            if any(
-                isinstance(g, dict) and (g.get("id") in family or g.get("message_id") in said)
-                for g in given
-            ):
+            given = TraceDocument.read(r["trace_json"]).given()
+            if any(g.id in family or g.message_id in said for g in given):
                 later.add(int(r["id"]))
     later -= erased
     every = erased | later
