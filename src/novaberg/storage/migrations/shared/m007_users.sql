@@ -1,4 +1,5 @@
--- m007_users (PostgreSQL): see sqlite/m007_users.sql.
+-- m007_users: the server's users and their API keys (only a hash of each key is stored), and
+-- the conversations a front-end names by its own chat id (Open WebUI's X-OpenWebUI-Chat-Id).
 CREATE TABLE api_users (
     name         TEXT PRIMARY KEY,
     key_hash     TEXT NOT NULL UNIQUE,
@@ -9,7 +10,7 @@ CREATE TABLE api_users (
 CREATE TABLE conversation_aliases (
     user_id          TEXT NOT NULL,
     external_id      TEXT NOT NULL,
-    conversation_id  BIGINT NOT NULL REFERENCES conversations(id),
+    conversation_id  {{ref}} NOT NULL REFERENCES conversations(id),
     created_at       TEXT NOT NULL,
     PRIMARY KEY (user_id, external_id)
 );

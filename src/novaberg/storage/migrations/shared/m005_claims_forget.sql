@@ -4,7 +4,7 @@
 -- were forgotten (such a turn is never sent as history again).
 ALTER TABLE events ADD COLUMN claimed_by TEXT;
 ALTER TABLE events ADD COLUMN claimed_until TEXT;
-ALTER TABLE turns ADD COLUMN parent_turn_id INTEGER REFERENCES turns(id);
+ALTER TABLE turns ADD COLUMN parent_turn_id {{ref}} REFERENCES turns(id);
 ALTER TABLE turns ADD COLUMN forgotten_at TEXT;
 -- Second passes stored before this migration: the user turn before them with the same text.
 UPDATE turns SET parent_turn_id = (
