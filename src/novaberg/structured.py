@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from novaberg.backends.base import ChatRequest
+from novaberg.backends.base import ChatMessage, ChatRequest
 from novaberg.context import CallContext
 from novaberg.queue import FOREGROUND
 
@@ -61,7 +61,7 @@ def parse_json_object(text: str, model: type[T]) -> T | None:
 async def ask_structured(
     ctx: CallContext,
     caller: str,
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     model: type[T],
     *,
     attempts: int = 2,

@@ -8,7 +8,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NotRequired, TypedDict, TypeVar
 
 from novaberg.errors import BackendError, CapabilityError
 from novaberg.redaction import redact
@@ -62,6 +62,21 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
+class ChatMessage(TypedDict):
+    """One message of a chat request, in Ollama's shape (the OpenAI-compatible and embedded
+    backends send it as it is)."""
+
+    role: str
+    """system, user, assistant or tool."""
+    content: str
+    tool_name: NotRequired[str]
+    """A tool's result: the tool that gave it."""
+    thinking: NotRequired[str]
+    """An assistant message's reasoning, where a history carries it."""
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    """An assistant message's tool calls (Ollama's ``{"function": {name, arguments}}``)."""
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One LLM call as a node asks for it.
@@ -72,7 +87,7 @@ class ChatRequest:
     """
 
     caller: str
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     think: bool | None = False
     tools: list[dict[str, Any]] = field(default_factory=list)
     json_schema: dict[str, Any] | None = None

@@ -35,6 +35,7 @@ from typing import Any
 from novaberg.backends.base import (
     Backend,
     BackendStatus,
+    ChatMessage,
     ChatRequest,
     ChatResponse,
     TokenCallback,
@@ -139,7 +140,7 @@ def _route_llama_logs() -> None:
     llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
 
 
-def gemma3_prompt(messages: list[dict[str, Any]]) -> str:
+def gemma3_prompt(messages: list[ChatMessage]) -> str:
     """Gemma 3's turn format, with system text folded into the first user turn.
 
     The packaged GGUF carries no chat template, and llama-cpp-python's ``gemma`` format drops
@@ -165,7 +166,7 @@ def _register_gemma_format() -> None:
     from llama_cpp import llama_chat_format as formats
 
     @formats.register_chat_format(GEMMA_FORMAT)  # type: ignore[untyped-decorator]
-    def _format(messages: list[dict[str, Any]], **_: Any) -> Any:
+    def _format(messages: list[ChatMessage], **_: Any) -> Any:  # ours, passed through
         return formats.ChatFormatterResponse(prompt=gemma3_prompt(messages), stop="<end_of_turn>")
 
     _gemma_registered = True

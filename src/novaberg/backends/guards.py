@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-from novaberg.backends.base import ChatRequest, ChatResponse
+from novaberg.backends.base import ChatMessage, ChatRequest, ChatResponse
 from novaberg.telemetry import Outcome
 
 CHARS_PER_TOKEN = 4
@@ -36,7 +36,7 @@ SIZEABLE_PROMPT = 512
 """Below this many estimated tokens a short count is not taken as a cut."""
 
 
-def estimate_prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+def estimate_prompt_tokens(messages: list[ChatMessage], tools: list[dict[str, Any]]) -> int:
     """A rough count of the prompt tokens a request carries (messages and tool schemas)."""
     chars = sum(len(str(m.get("content") or "")) for m in messages)
     chars += sum(len(str(m.get("thinking") or "")) for m in messages)

@@ -38,6 +38,7 @@ from novaberg.backends.base import (
     CALLER_HEADER,
     Backend,
     BackendStatus,
+    ChatMessage,
     ChatRequest,
     ChatResponse,
     TokenCallback,
@@ -81,18 +82,16 @@ REMEMBERED_CUTS = 32
 """How many request bodies whose stream broke before any event are remembered."""
 
 
-def with_json_instruction(
-    messages: list[dict[str, Any]], schema: dict[str, Any]
-) -> list[dict[str, Any]]:
+def with_json_instruction(messages: list[ChatMessage], schema: dict[str, Any]) -> list[ChatMessage]:
     """``messages`` with the request for JSON matching ``schema`` added to the first system
     message (or, without one, as a system message in front)."""
     text = JSON_INSTRUCTION + json.dumps(schema, ensure_ascii=False)
-    copied = [dict(m) for m in messages]
+    copied = [m.copy() for m in messages]
     for message in copied:
         if message.get("role") == "system":
             message["content"] = f"{message.get('content') or ''}\n\n{text}".lstrip()
             return copied
-    return [{"role": "system", "content": text}, *copied]
+    return [ChatMessage(role="system", content=text), *copied]
 
 
 class OpenAICompatBackend(Backend):

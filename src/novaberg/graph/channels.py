@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.backends.base import ChatMessage
 from novaberg.proactive.when import When
 from novaberg.trace_document import (
     CorrectedTrace,
@@ -268,9 +269,9 @@ class Line:
     role: str
     content: str
 
-    def message(self) -> dict[str, str]:
+    def message(self) -> ChatMessage:
         """As a chat request carries it."""
-        return {"role": self.role, "content": self.content}
+        return ChatMessage(role=self.role, content=self.content)
 
 
 @dataclass(frozen=True, slots=True)

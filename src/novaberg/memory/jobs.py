@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.backends.base import ChatMessage
 from novaberg.errors import BackendError, EmbedderError, ModelOutputError, NovabergError
 from novaberg.jobs import user_events
 from novaberg.memory.embedding import Vectors, choose, embed
@@ -225,7 +226,7 @@ async def consolidate(
     if item.consolidated_into is not None:
         return None, f"already consolidated into fact {item.consolidated_into}"
     texts = job_prompts(ctx.settings.language)
-    messages = [
+    messages: list[ChatMessage] = [
         {"role": "system", "content": texts.consolidate},
         {
             "role": "user",
@@ -315,7 +316,7 @@ async def timeline(
     mentioned = await asyncio.to_thread(date_expressions, message, at, ctx.settings.language)
     if not mentioned:
         return None, "no date expression in the message (dateparser found none); no model call"
-    messages = [
+    messages: list[ChatMessage] = [
         {"role": "system", "content": job_prompts(ctx.settings.language).timeline},
         {"role": "user", "content": message},
     ]
@@ -491,7 +492,7 @@ async def _profile(
     if not basis:
         return None, "no memories to build the profile from"
     texts = job_prompts(ctx.settings.language)
-    messages = [
+    messages: list[ChatMessage] = [
         {
             "role": "system",
             "content": texts.profile_core if part == "core" else texts.profile_adaptive,

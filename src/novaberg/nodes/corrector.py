@@ -11,9 +11,7 @@ tribunal then ends the corrections instead of voting again on an unchanged answe
 
 from __future__ import annotations
 
-from typing import Any
-
-from novaberg.backends.base import ChatRequest
+from novaberg.backends.base import ChatMessage, ChatRequest
 from novaberg.graph.channels import Correcting
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
@@ -37,9 +35,7 @@ OUTPUT = {
 }
 
 
-def corrector_messages(
-    state: TurnState, ctx: TurnContext, reasons: list[str]
-) -> list[dict[str, Any]]:
+def corrector_messages(state: TurnState, ctx: TurnContext, reasons: list[str]) -> list[ChatMessage]:
     language = ctx.settings.language
     instruction = Instruction(
         role=ROLE.get(language, ROLE["en"]), output=OUTPUT.get(language, OUTPUT["en"])

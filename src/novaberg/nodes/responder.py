@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import date
-from typing import Any
 
-from novaberg.backends.base import ChatRequest
+from novaberg.backends.base import ChatMessage, ChatRequest
 from novaberg.echo import EchoFilter, EchoGuard
 from novaberg.errors import ModelOutputError
 from novaberg.graph.channels import Context, Resolved
@@ -72,7 +71,7 @@ def correction_rule(p: Prompts, found: Resolved) -> str:
     return p.unmatched.format(wrong=quote(found.wrong))
 
 
-def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
+def build_messages(state: TurnState, ctx: TurnContext) -> list[ChatMessage]:
     """Persona, background, tone and the user's message, within the responder's budget
     (prompts/budget.py): the message whole, the background within limits.situation_tokens,
     the newest history within limits.history_tokens and what the window leaves."""
@@ -92,9 +91,7 @@ def build_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
         rules.append(confirmation(context.reminder, p.language))
     message = state["user_text"]
 
-    def assemble(
-        situation: Situation, history: list[dict[str, Any]], text: str
-    ) -> list[dict[str, Any]]:
+    def assemble(situation: Situation, history: list[ChatMessage], text: str) -> list[ChatMessage]:
         system = "\n\n".join([p.persona, *_background(p, situation), *rules])
         return [
             {"role": "system", "content": system},

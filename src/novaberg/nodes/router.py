@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.backends.base import ChatMessage
 from novaberg.graph.channels import Correction, Reminder, Route
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
@@ -40,7 +41,7 @@ async def router(state: TurnState, ctx: TurnContext) -> TurnState:
     system = ctx.prompts.router
     if reminders:
         system = f"{system} {ctx.prompts.router_reminder}"
-    messages = [
+    messages: list[ChatMessage] = [
         {"role": "system", "content": system},
         {"role": "user", "content": state["user_text"]},
     ]

@@ -3,8 +3,7 @@ answer as the situation (the prompt: :mod:`novaberg.prompts.salience`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from novaberg.backends.base import ChatMessage
 from novaberg.graph.channels import Salience
 from novaberg.graph.failure import Fallback
 from novaberg.graph.state import TurnState
@@ -14,7 +13,7 @@ from novaberg.prompts.salience import SalienceOutput, salience_prompt
 from novaberg.structured import ask_structured
 
 
-def salience_messages(state: TurnState, ctx: TurnContext) -> list[dict[str, Any]]:
+def salience_messages(state: TurnState, ctx: TurnContext) -> list[ChatMessage]:
     situation = Situation.from_state(state, with_answer=True)
     return salience_prompt(ctx, situation, state["user_text"])
 

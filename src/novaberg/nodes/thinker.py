@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
-from novaberg.backends.base import ChatRequest
+from novaberg.backends.base import ChatMessage, ChatRequest
 from novaberg.errors import error_kind
 from novaberg.graph.channels import ThinkerRun, TurnEvent
 from novaberg.graph.failure import Fallback
@@ -61,7 +60,7 @@ class _Loop:
         task = _text(texts.TASK, self.language).format(
             message=neutralise(state["user_text"]), draft=neutralise(self.draft)
         )
-        self.messages: list[dict[str, Any]] = [
+        self.messages: list[ChatMessage] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task},
         ]
@@ -108,7 +107,7 @@ class _Loop:
     async def follow_up(self, reasoning: str) -> Control | None:
         """Case 2: ask only for the decision, with the reasoning as material."""
         self.follow_ups += 1
-        messages = [
+        messages: list[ChatMessage] = [
             {"role": "system", "content": _text(texts.FOLLOW_UP, self.language)},
             self.messages[1],
             {

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.backends.base import ChatMessage
 from novaberg.config import Settings
 from novaberg.errors import BackendError
 from novaberg.graph.channels import Ballot, Court
@@ -51,7 +52,7 @@ def configured_judges(settings: Settings) -> list[JudgeSpec]:
     return specs
 
 
-def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list[dict[str, Any]]:
+def judge_messages(state: TurnState, ctx: TurnContext, judge: JudgeSpec) -> list[ChatMessage]:
     language = ctx.settings.language
     situation = Situation.from_state(state)
     subject = Subject(state["user_text"], state["reply"])

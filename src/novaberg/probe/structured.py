@@ -6,11 +6,9 @@ back as valid JSON, with the schema sent (``format`` / ``response_format``) and 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
-from novaberg.backends.base import ChatRequest
+from novaberg.backends.base import ChatMessage, ChatRequest
 from novaberg.nodes.router import RouterOutput
 from novaberg.nodes.tribunal import Vote
 from novaberg.probe.context import Experiment, ProbeContext, all_failed, send_all
@@ -44,11 +42,11 @@ def _text(table: dict[str, str], language: str) -> str:
     return table.get(language, table["en"])
 
 
-def prompts(ctx: ProbeContext) -> list[tuple[str, str, list[dict[str, Any]], type[BaseModel]]]:
+def prompts(ctx: ProbeContext) -> list[tuple[str, str, list[ChatMessage], type[BaseModel]]]:
     """(prompt name, output-limit caller, messages, output model) of the three nodes."""
     lang = ctx.language
     message, answer = _text(MESSAGE, lang), _text(ANSWER, lang)
-    router = [
+    router: list[ChatMessage] = [
         {"role": "system", "content": prompts_for(lang).router},
         {"role": "user", "content": message},
     ]

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from novaberg.backends.base import ChatRequest, TokenCallback, emit
+from novaberg.backends.base import ChatMessage, ChatRequest, TokenCallback, emit
 from novaberg.config import Settings
 from novaberg.prompts.evaluation import Instruction, Situation, Subject, judging_messages
 from novaberg.telemetry import Trace
@@ -85,7 +85,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(ascii_chars / ASCII_CHARS_PER_TOKEN + other_bytes / OTHER_BYTES_PER_TOKEN)
 
 
-def _content_tokens(message: dict[str, Any]) -> int:
+def _content_tokens(message: ChatMessage) -> int:
     content = message.get("content")
     tokens = estimate_tokens(content) if isinstance(content, str) else 0
     if message.get("tool_calls"):
@@ -94,7 +94,7 @@ def _content_tokens(message: dict[str, Any]) -> int:
 
 
 def messages_tokens(
-    messages: Iterable[dict[str, Any]],
+    messages: Iterable[ChatMessage],
     tools: Sequence[dict[str, Any]] = (),
     json_schema: dict[str, Any] | None = None,
 ) -> int:
@@ -432,7 +432,7 @@ def judging_prompt(
     review: Sequence[str] = (),
     doubt: bool = True,
     json_schema: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """:func:`~novaberg.prompts.evaluation.judging_messages` within the caller's budget: the
     instructions and the subject whole, the situation within ``limits.situation_tokens`` and
     whatever the window leaves; the answer under judgement is cut only when nothing else helps.
@@ -440,7 +440,7 @@ def judging_prompt(
     language = ctx.settings.language
     budget = Budget.of(ctx, caller)
 
-    def build(sit: Situation, sub: Subject) -> list[dict[str, Any]]:
+    def build(sit: Situation, sub: Subject) -> list[ChatMessage]:
         return judging_messages(language, instruction, sit, sub, review=review, doubt=doubt)
 
     cuts: list[str] = []
@@ -461,11 +461,11 @@ def judging_prompt(
 
 # -- history -----------------------------------------------------------------------------------
 def fit_history(
-    history: Sequence[dict[str, Any]], budget: int
-) -> tuple[list[dict[str, Any]], str | None]:
+    history: Sequence[ChatMessage], budget: int
+) -> tuple[list[ChatMessage], str | None]:
     """The newest messages of ``history`` within ``budget`` tokens (the newest cut from the
     middle when it alone is too long), starting with a user message; and what was cut."""
-    kept: list[dict[str, Any]] = []
+    kept: list[ChatMessage] = []
     used = 0
     cut = False
     for position in range(len(history) - 1, -1, -1):
@@ -480,8 +480,9 @@ def fit_history(
         # The newest message alone is too long: cut it, leaving room for the user's message
         # it answers when there is room for both.
         room = budget - MESSAGE_TOKENS
-        before = history[position - 1] if position > 0 else {}
-        reserve = MESSAGE_TOKENS + _content_tokens(before) if before.get("role") == "user" else 0
+        before = history[position - 1] if position > 0 else None
+        asked = before is not None and before["role"] == "user"
+        reserve = MESSAGE_TOKENS + _content_tokens(before) if before and asked else 0
         if room - reserve >= MIN_KEEP_TOKENS:
             room -= reserve
         if room < MIN_KEEP_TOKENS:
@@ -504,7 +505,7 @@ def fit_history(
 
 # -- every request ------------------------------------------------------------------------------
 def _shrink_to_shares(
-    messages: list[dict[str, Any]], indexes: Sequence[int], over: int, cuts: list[str]
+    messages: list[ChatMessage], indexes: Sequence[int], over: int, cuts: list[str]
 ) -> None:
     sizes = [estimate_tokens(str(messages[i].get("content") or "")) for i in indexes]
     shares = fair_shares(sizes, sum(sizes) - over)
@@ -517,16 +518,16 @@ def _shrink_to_shares(
 
 
 def fit_messages(
-    messages: Sequence[dict[str, Any]],
+    messages: Sequence[ChatMessage],
     budget: int,
     *,
     tools: Sequence[dict[str, Any]] = (),
     json_schema: dict[str, Any] | None = None,
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[ChatMessage], list[str]]:
     """Messages within ``budget``: earlier tool results first (oldest first, down to a stub),
     then the largest non-system messages (fair shares), the instructions only when nothing else
     is left to cut; and what was cut."""
-    out = [dict(m) for m in messages]
+    out = [m.copy() for m in messages]
     cuts: list[str] = []
 
     def over() -> int:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from novaberg.backends.base import ChatMessage
 from novaberg.prompts.labels import Labels, labels_for
 from novaberg.prompts.neutral import as_field, as_item, neutralise
 
@@ -122,7 +123,7 @@ def judging_messages(
     *,
     review: Sequence[str] = (),
     doubt: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The chat messages of a judging node: its instruction as the system message, the
     situation/subject prompt as the user message."""
     labels = labels_for(language)

@@ -8,10 +8,9 @@ dilute a short stressed message (../shared/seeds/002).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from novaberg.backends.base import ChatMessage
 from novaberg.context import CallContext
 from novaberg.prompts.budget import judging_prompt
 from novaberg.prompts.evaluation import Instruction, Situation, Subject
@@ -41,7 +40,7 @@ class SalienceOutput(BaseModel):
     summary: str = Field(default="", max_length=500)
 
 
-def salience_prompt(ctx: CallContext, situation: Situation, user_text: str) -> list[dict[str, Any]]:
+def salience_prompt(ctx: CallContext, situation: Situation, user_text: str) -> list[ChatMessage]:
     """The salience call's messages for ``user_text`` in ``situation``, within the budget."""
     language = ctx.settings.language
     instruction = Instruction(
