@@ -214,7 +214,7 @@ def test_export_then_import_restores_items_links_validity_and_profile(
         MemoryStore.supersede(c, old, new)
     store.add_event(USER, "2026-12-24", "Christmas with Lena", "ev:1")
     store.set_profile(USER, "core", [Statement("Lives in Berlin.", [new])])
-    exported = export_user(store.db, USER)
+    exported = export_user(store.db, USER).model_dump(mode="json")
 
     other = MemoryStore(store.db)
     for m in other.items(USER):
@@ -247,9 +247,9 @@ def test_an_export_imported_back_into_its_own_database_adds_nothing(
     store: MemoryStore,
 ) -> None:
     add(store, "Ada keeps bees.", "turn:1:short_term")
-    first = export_user(store.db, USER)
+    first = export_user(store.db, USER).model_dump(mode="json")
     assert import_user(store.db, parse_export(json.dumps(first), USER))["memories"] == 0
-    again = export_user(store.db, USER)  # an export taken after that import
+    again = export_user(store.db, USER).model_dump(mode="json")  # one taken after that import
     assert import_user(store.db, parse_export(json.dumps(again), USER))["memories"] == 0
     assert [m.text for m in store.items(USER)] == ["Ada keeps bees."]
 
@@ -260,7 +260,7 @@ def test_import_truncates_long_texts_and_replaces_invalid_utf8_with_counts(
     add(store, "Ada keeps bees.", "k1")
     add(store, "Ada sings.", "k2")
     store.set_profile(USER, "core", [Statement("Keeps bees.", [])])
-    exported = export_user(store.db, USER)
+    exported = export_user(store.db, USER).model_dump(mode="json")
     exported["memories"][0]["text"] = "x" * 2001
     exported["memories"][1]["text"] = "Ada sings BADBYTE."
     exported["profile"][0]["statements"][0]["text"] = "Keeps BADBYTE bees."

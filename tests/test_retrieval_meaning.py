@@ -295,7 +295,7 @@ def test_an_import_computes_the_vectors_of_what_it_adds(
     try:
         with source.transaction() as c:
             MemoryStore.add(c, USER, "long_term", DOG, 0.8, "fact:dog")
-        export = export_user(source, USER)
+        export = export_user(source, USER).model_dump(mode="json")
     finally:
         source.close()
     path = tmp_path / "mine.json"

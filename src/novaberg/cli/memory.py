@@ -213,7 +213,7 @@ def export(user: UserOpt = None) -> None:
     from novaberg.memory.transfer import export_user
 
     db, who = _open(user)
-    typer.echo(dumps(export_user(db, who), indent=2))
+    typer.echo(dumps(export_user(db, who).model_dump(mode="json"), indent=2))
 
 
 @app.command("import")

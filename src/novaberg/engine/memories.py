@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.events import JobRow, jobs_of
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from novaberg.engine.core import Engine
     from novaberg.engine.remembered import Remembered
     from novaberg.memory.retrieval import Recall
+    from novaberg.memory.transfer import ExportFile
     from novaberg.storage.forgetting import Forgotten
 
 __all__ = [
@@ -190,7 +191,7 @@ class Memories:
             engine.start_background()
         return done
 
-    async def export(self, user: str) -> dict[str, Any]:
+    async def export(self, user: str) -> ExportFile:
         """Everything Nova knows about the user: the file ``memory export`` writes."""
         from novaberg.memory.transfer import export_user
 

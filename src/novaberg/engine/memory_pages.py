@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from novaberg.engine.memories import Family, Page, Shown
 from novaberg.memory.retrieval import Heard, Recall
 from novaberg.memory.store import version_ended, version_why
+from novaberg.memory.transfer import ExportFile as ExportFile  # the file is its own model
 from novaberg.storage.memories import MemoryItem, Profile
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
 
@@ -224,35 +225,6 @@ class MemoryJob(_Body):
 
 class MemoryJobs(_Body):
     items: list[MemoryJob] = Field(description="Oldest first.")
-
-
-class ExportedMemory(_Body):
-    """An item as the export file holds it: every field but the message it came from."""
-
-    id: int
-    kind: Kind
-    text: str
-    importance: float
-    item_key: str
-    source_turn_id: int | None
-    derived_from: list[int]
-    happens_on: str | None
-    valid_from: str
-    valid_to: str | None
-    superseded_by: int | None
-    consolidated_into: int | None
-    created_at: str
-
-
-class ExportFile(_Body):
-    """The export file (``memory export``), as ``POST /api/memory/import`` takes it back."""
-
-    format: str
-    schema_version: int
-    user: str
-    exported_at: str
-    memories: list[ExportedMemory] = Field(description="Oldest first.")
-    profile: list[ProfileView] = Field(description="Every version of each part.")
 
 
 class ImportCounts(_Body):

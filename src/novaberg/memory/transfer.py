@@ -19,7 +19,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, V
 from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now
-from novaberg.storage.memories import Statement
+from novaberg.storage.memories import Kind, Statement
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
 from novaberg.text import field_path, quoted
 
@@ -146,30 +146,78 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def export_user(db: Database, user: str) -> dict[str, Any]:
+class _Written(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ExportedMemory(_Written):
+    """An item as the export file holds it: every field but the message it came from."""
+
+    id: int
+    kind: Kind
+    text: str
+    importance: float
+    item_key: str
+    source_turn_id: int | None
+    derived_from: list[int]
+    happens_on: str | None
+    valid_from: str
+    valid_to: str | None
+    superseded_by: int | None
+    consolidated_into: int | None
+    created_at: str
+
+
+class ExportedStatement(_Written):
+    text: str
+    sources: list[int] = Field(description="The memories it rests on.")
+
+
+class ExportedProfile(_Written):
+    """One version of one part of the profile (core or adaptive)."""
+
+    part: str
+    version: int
+    text: str
+    statements: list[ExportedStatement]
+    created_at: str
+
+
+class ExportFile(_Written):
+    """The export file (``memory export``), as ``memory import`` and ``POST
+    /api/memory/import`` take it back (read by :class:`Export`, which also reads older
+    versions)."""
+
+    format: str
+    schema_version: int
+    user: str
+    exported_at: str
+    memories: list[ExportedMemory] = Field(description="Oldest first.")
+    profile: list[ExportedProfile] = Field(description="Every version of each part.")
+
+
+def export_user(db: Database, user: str) -> ExportFile:
     store = MemoryStore(db)
-    memories = []
-    for m in reversed(store.items(user)):
-        entry = m.view()
-        del entry["source_message_id"]  # messages are not part of an export
-        memories.append(entry)
-    return {
-        "format": FORMAT,
-        "schema_version": SCHEMA_VERSION,
-        "user": user,
-        "exported_at": now(),
-        "memories": memories,
-        "profile": [
-            {
-                "part": p.part,
-                "version": p.version,
-                "text": p.text,
-                "statements": [asdict(s) for s in p.statements],
-                "created_at": p.created_at,
-            }
+    return ExportFile(
+        format=FORMAT,
+        schema_version=SCHEMA_VERSION,
+        user=user,
+        exported_at=now(),
+        memories=[  # messages are not part of an export
+            ExportedMemory(**{k: v for k, v in m.view().items() if k != "source_message_id"})
+            for m in reversed(store.items(user))
+        ],
+        profile=[
+            ExportedProfile(
+                part=p.part,
+                version=p.version,
+                text=p.text,
+                statements=[ExportedStatement(**asdict(s)) for s in p.statements],
+                created_at=p.created_at,
+            )
             for p in store.profile_history(user)
         ],
-    }
+    )
 
 
 def parse_export(raw: str | bytes, user: str) -> Export:

@@ -78,7 +78,7 @@ async def export(request: Request, user: User) -> JSONResponse:
     """Everything Nova knows about the user: the file ``novaberg memory export`` writes (sent
     as it writes it, an attachment)."""
     return JSONResponse(
-        await _memories(request).export(user),
+        (await _memories(request).export(user)).model_dump(mode="json"),
         headers={"Content-Disposition": 'attachment; filename="novaberg-memory.json"'},
     )
 
