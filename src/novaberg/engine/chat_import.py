@@ -26,6 +26,7 @@ from novaberg.jobs.events import EventQueue
 from novaberg.storage import conversations as conversation_rows
 from novaberg.storage import imports
 from novaberg.storage.db import Database, now
+from novaberg.storage.events import EventPayload
 from novaberg.storage.sql import Connection
 
 
@@ -75,7 +76,7 @@ def import_chats(
                 advanced(len(chat.messages))
         events = EventQueue(db)
         for u in sorted(to_weigh, key=_said_order):  # oldest message first
-            payload = {"turn_id": u.turn_id, "message_id": u.message_id}
+            payload = EventPayload(turn_id=u.turn_id, message_id=u.message_id)
             events.enqueue(u.conversation_id, u.turn_id, "weigh", payload, c)
     return Imported(conversations, messages, skipped, len(to_weigh))
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 import logging
 import os
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from novaberg.storage import events as stored
 from novaberg.storage.db import Database, now, process_name
-from novaberg.storage.events import Event
+from novaberg.storage.events import Event, EventPayload
 from novaberg.storage.sql import Connection
 
 __all__ = ["LEASE_S", "Event", "EventQueue", "alive", "claimant"]  # Event: the stored row
@@ -62,7 +61,7 @@ class EventQueue:
         conversation_id: int,
         turn_id: int | None,
         type: str,
-        payload: dict[str, Any],
+        payload: EventPayload,
         c: Connection | None = None,
     ) -> int:
         """Persist a pending event; return its id (raises if it was not stored).

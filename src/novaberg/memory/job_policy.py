@@ -7,6 +7,7 @@ from __future__ import annotations
 from novaberg.config import Memory
 from novaberg.jobs.events import EventQueue
 from novaberg.memory.store import MemoryStore
+from novaberg.storage.events import EventPayload
 from novaberg.storage.sql import Connection
 
 
@@ -27,5 +28,5 @@ def enqueue_memory_jobs(
     types = ["consolidate", "timeline", "profile_adaptive"]
     if MemoryStore.count(c, user, "short_term") % memory.core_every == 0:
         types.append("profile_core")
-    payload = {"memory_id": memory_id, "turn_id": turn_id}
+    payload = EventPayload(memory_id=memory_id, turn_id=turn_id)
     return [events.enqueue(conversation, turn_id, t, payload, c) for t in types]

@@ -31,6 +31,7 @@ from novaberg.nodes.context import TurnContext
 from novaberg.prompts import thinker as texts
 from novaberg.prompts.budget import bounded_reply
 from novaberg.prompts.neutral import neutralise
+from novaberg.storage.events import EventPayload
 from novaberg.thinking import Control, normalizer_for, parse_control
 from novaberg.tools.registry import ToolEnv
 
@@ -177,7 +178,7 @@ async def _last_resort(state: TurnState, ctx: TurnContext, loop: _Loop) -> TurnS
             state["conversation_id"],
             state["turn_id"],
             "self_trigger",
-            {"user_text": state["user_text"], "draft": loop.draft},
+            EventPayload(user_text=state["user_text"], draft=loop.draft),
         )
     except Exception as exc:
         log.error(

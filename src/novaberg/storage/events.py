@@ -18,7 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from novaberg.storage.db import Database, now
+from novaberg.storage.proactive import Payload
 from novaberg.storage.sql import Connection
+
+
+class EventPayload(Payload, total=False):
+    """What an event is about, as its row's JSON holds it: by type, a memory job's item
+    (``memory_id``, ``turn_id``), ``weigh``'s imported message (``turn_id``, ``message_id``),
+    a self-trigger's question and draft (``user_text``, ``draft``), or a proactive message's
+    (:class:`~novaberg.storage.proactive.Payload`)."""
+
+    memory_id: int
+    turn_id: int
+    message_id: int | None
+    user_text: str
+    draft: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +42,7 @@ class Event:
     turn_id: int | None
     type: str
     status: str
-    payload: dict[str, Any]
+    payload: EventPayload
     due_at: str | None = None
     """When a proactive message is due (UTC); ``None`` for every other event."""
 
@@ -91,7 +105,7 @@ class Claim:
 
 
 def add(
-    c: Connection, conversation_id: int, turn_id: int | None, type: str, payload: dict[str, Any]
+    c: Connection, conversation_id: int, turn_id: int | None, type: str, payload: EventPayload
 ) -> int:
     """A pending event, in transaction ``c``: its id."""
     stamp = now()
