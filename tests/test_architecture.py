@@ -406,3 +406,47 @@ def test_no_door_holds_the_database() -> None:
     import check cannot see): what they need from it is an engine door's method."""
     found = {m: f for m in DOORS if (f := database_reaches(m))}
     assert not found, f"a door reaches the database: {found}"
+
+
+TYPED_CROSSINGS = (
+    "novaberg.graph.channels",  # a turn's state, node to node
+    "novaberg.trace_document",  # what it stores of it, read back by the Why panel and stats
+    "novaberg.engine.contract",  # the --json object of a live and of a stored turn
+    "novaberg.engine.why",  # the Why panel's details
+    "novaberg.storage.events",  # an event and its payload, from the turn to the jobs
+    "novaberg.memory.transfer",  # the export file
+)
+"""The modules whose objects carry a turn's data across the layers (issue 24)."""
+
+
+def untyped_in(name: str) -> list[str]:
+    """Where a public function or a public class's field of module ``name`` says ``Any``."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith(
+            "_"
+        ):
+            every = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            hints = [a.annotation for a in every if a.annotation is not None]
+            hints += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            hints = [s.annotation for s in node.body if isinstance(s, ast.AnnAssign)]
+        else:
+            continue
+        found += [
+            f"line {h.lineno}: {node.name}: {ast.unparse(h)}"
+            for h in hints
+            if any(isinstance(n, ast.Name) and n.id == "Any" for n in ast.walk(h))
+        ]
+    return found
+
+
+def test_the_untyped_scan_finds_one() -> None:
+    assert untyped_in("novaberg.engine.result")  # contract_json: the JSON itself, for a door
+
+
+def test_a_turns_data_crosses_the_layers_typed() -> None:
+    """What a model can say it holds is a model there, not ``dict[str, Any]``."""
+    found = {m: f for m in TYPED_CROSSINGS if (f := untyped_in(m))}
+    assert not found, f"untyped where a turn's data crosses layers: {found}"

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from novaberg.config import Settings
 from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now
@@ -409,7 +410,7 @@ def import_user(db: Database, export: Export) -> dict[str, int]:
     }
 
 
-def embed_imported(db: Database, settings: Any, user: str, batch: int = 64) -> tuple[int, str]:
+def embed_imported(db: Database, settings: Settings, user: str, batch: int = 64) -> tuple[int, str]:
     """Blocking (a command, or a database worker): vectors of the memory embedder for the
     user's items that have none, as an import leaves them, so that they are found by meaning
     at once. Returns how many were computed, and a notice when the embedder failed (the
