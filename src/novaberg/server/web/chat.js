@@ -106,6 +106,7 @@ export async function refreshConversations() {
 export async function openConversation(id) {
   const signal = sessionSignal();
   state.conversation = id;
+  state.queued = false; // a message waiting for the last turn stays in the box, unsent
   state.shown.clear();
   clear($("messages"));
   progress("");
@@ -125,6 +126,7 @@ export async function openConversation(id) {
 
 export function newConversation() {
   state.conversation = null;
+  state.queued = false;
   state.shown.clear();
   clear($("messages"));
   progress("");
