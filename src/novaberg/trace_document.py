@@ -2,8 +2,11 @@
 answered, written once when the turn is stored and read by the Why panel, ``GET
 /api/turns/{id}``, ``novaberg stats``, the server's ``/metrics`` and the forget cascade.
 
-It holds ids, scores, outcomes and the judges' reasons, never the texts of memories or messages
-(``forget`` leaves a later turn's trace alone). :meth:`TraceDocument.text` writes the JSON the
+What retrieval and the thinker drew on is held by ids and reasons, never by the texts of the
+memories or messages given: ``forget`` finds a later turn that drew on a forgotten one by its
+ids. The rest is what the turn's own stages said (the router's reading, salience's summary,
+the judges' reasons, the draft), erased with the turn's words when they are forgotten
+(:mod:`novaberg.storage.forgetting`). :meth:`TraceDocument.text` writes the JSON the
 trace always had: a part a stage did not fill is left out as before (a vote that did not abstain
 has no ``abstained``), and ``json.dumps``' separators are kept, which the forget cascade's
 cheap ``LIKE '%"id": 7%'`` filter relies on. :meth:`TraceDocument.read` reads any stored trace,
