@@ -20,6 +20,7 @@ from novaberg.engine.memories import Family, Page, Shown
 from novaberg.memory.retrieval import Heard, Recall
 from novaberg.memory.store import version_ended, version_why
 from novaberg.memory.transfer import ExportFile as ExportFile  # the file is its own model
+from novaberg.memory.transfer import ProfileView as ProfileView  # the export shows it too
 from novaberg.storage.memories import MemoryItem, Profile
 from novaberg.storage.text import MEMORY_TEXT_LIMIT
 
@@ -171,33 +172,6 @@ class MemoryShown(MemoryItemView):
                 origin=shown.origin,
                 user_text=shown.user_text,
             ),
-        )
-
-
-class StatementView(_Body):
-    text: str
-    sources: list[int] = Field(description="The memories it rests on.")
-
-
-class ProfileView(_Body):
-    """One part of the profile (core or adaptive), its latest version."""
-
-    part: str
-    version: int
-    text: str
-    statements: list[StatementView]
-    created_at: str
-
-    @classmethod
-    def of(cls, profile: Profile) -> ProfileView:
-        return cls(
-            part=profile.part,
-            version=profile.version,
-            text=profile.text,
-            statements=[
-                StatementView(text=s.text, sources=list(s.sources)) for s in profile.statements
-            ],
-            created_at=profile.created_at,
         )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -20,7 +19,7 @@ from novaberg.config import Settings
 from novaberg.errors import UsageError
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database, now
-from novaberg.storage.memories import Kind, Statement
+from novaberg.storage.memories import Kind, Profile, Statement
 from novaberg.storage.text import MEMORY_TEXT_LIMIT, Cleaned, clean_text
 from novaberg.text import field_path, quoted
 
@@ -169,19 +168,32 @@ class ExportedMemory(_Written):
     created_at: str
 
 
-class ExportedStatement(_Written):
+class StatementView(_Written):
     text: str
     sources: list[int] = Field(description="The memories it rests on.")
 
 
-class ExportedProfile(_Written):
-    """One version of one part of the profile (core or adaptive)."""
+class ProfileView(_Written):
+    """One version of one part of the profile (core or adaptive), as the export file and
+    ``GET /api/memory/profile`` show it."""
 
     part: str
     version: int
     text: str
-    statements: list[ExportedStatement]
+    statements: list[StatementView]
     created_at: str
+
+    @classmethod
+    def of(cls, profile: Profile) -> ProfileView:
+        return cls(
+            part=profile.part,
+            version=profile.version,
+            text=profile.text,
+            statements=[
+                StatementView(text=s.text, sources=list(s.sources)) for s in profile.statements
+            ],
+            created_at=profile.created_at,
+        )
 
 
 class ExportFile(_Written):
@@ -194,7 +206,7 @@ class ExportFile(_Written):
     user: str
     exported_at: str
     memories: list[ExportedMemory] = Field(description="Oldest first.")
-    profile: list[ExportedProfile] = Field(description="Every version of each part.")
+    profile: list[ProfileView] = Field(description="Every version of each part.")
 
 
 def export_user(db: Database, user: str) -> ExportFile:
@@ -208,16 +220,7 @@ def export_user(db: Database, user: str) -> ExportFile:
             ExportedMemory(**{k: v for k, v in m.view().items() if k != "source_message_id"})
             for m in reversed(store.items(user))
         ],
-        profile=[
-            ExportedProfile(
-                part=p.part,
-                version=p.version,
-                text=p.text,
-                statements=[ExportedStatement(**asdict(s)) for s in p.statements],
-                created_at=p.created_at,
-            )
-            for p in store.profile_history(user)
-        ],
+        profile=[ProfileView.of(p) for p in store.profile_history(user)],
     )
 
 
