@@ -2,7 +2,8 @@
 
 1. Orchestration overhead: turns against the test server with 200 ms per call; turn wall time
    divided by the backend time on the critical path (the calls run one after another). At 0 ms:
-   the median overhead per turn.
+   the median overhead per turn, and beside it the libraries' floor (benchmarks/floor.py: the
+   same requests through the bare ollama client from a bare LangGraph pipeline).
 2. Tribunal: three judges at 300 ms per call with 3 parallel slots, against one judge's
    latency (and against 1 slot, i.e. sequential); calls per fact-free turn.
 3. Cold start: ``novaberg ask`` from process start to its first backend request (median).
@@ -37,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.floor import floor_ms, turn_requests
 from benchmarks.locomo import DATA as LOCOMO_DATA
 from benchmarks.locomo import LocomoDataError
 from benchmarks.locomo import run as locomo_run
@@ -138,14 +140,21 @@ async def _turns(delay_s: float, turns: int) -> list[dict[str, float]]:
 
 def orchestration(turns: int) -> dict[str, Any]:
     results = {}
+    recorded = turn_requests()
+    floor: list[float] = []
     for delay_ms in (200.0, 0.0):
         with separate_server(delay_ms) as url, tempfile.TemporaryDirectory() as home:
+            if delay_ms == 0.0:  # the libraries alone, before and after Novaberg's turns
+                floor += floor_ms(url, recorded, turns // 2)
             os.environ.update(OLLAMA_HOST=url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama")
             results[delay_ms] = asyncio.run(_turns(delay_ms / 1000, turns))
+            if delay_ms == 0.0:
+                floor += floor_ms(url, recorded, turns - turns // 2)
     slow, fast = results[200.0], results[0.0]
     ratios = [r["wall_ms"] / r["server_ms"] for r in slow]
     injected = [r["wall_ms"] / r["injected_ms"] for r in slow]
     overhead = statistics.median(r["wall_ms"] - r["server_ms"] for r in fast)
+    floored = statistics.median(floor)
     goals = {
         "ratio_wall_to_backend_at_200ms_median": (statistics.median(ratios), 1.05),
         "overhead_ms_per_turn_at_0ms_median": (overhead, 15.0),
@@ -165,6 +174,11 @@ def orchestration(turns: int) -> dict[str, Any]:
         "overhead_outside_calls_ms_at_0ms_median": round(
             statistics.median(r["wall_ms"] - r["recorded_ms"] for r in fast), 1
         ),
+        # benchmarks/floor.py: the same requests through the bare ollama client from a bare
+        # LangGraph pipeline of the same stages, against the same server, in this run
+        "floor_ms_per_turn_at_0ms_median": round(floored, 1),
+        "overhead_above_floor_ms_at_0ms": round(overhead - floored, 1),
+        "overhead_over_floor_at_0ms": round(overhead / floored, 2),
     }
 
 

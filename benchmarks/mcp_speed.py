@@ -9,6 +9,9 @@
    embedder's).
 2. ``novaberg mcp`` from process start to its first answered request (``tools/list``, goal
    ≤ 1 s), and to its first answered ``recall`` (the engine opens beside the protocol).
+   The floor beside it (:mod:`benchmarks.mcp_floor`): the SDK's own server on uvicorn answering
+   the same result without work, timed by hand the same way; from it, the best ratio ``/mcp``
+   could have and what Novaberg's door adds above the SDK's.
 3. One turn through ``talk`` (MCP over HTTP) against the same turn through ``POST
    /api/turns``, both on one ``novaberg serve`` over the Ollama-protocol test server answering
    at once: p50 of each, alternating, and their ratio (goal ≤ 1.05).
@@ -37,6 +40,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from benchmarks.mcp_floor import floor_server
 from benchmarks.memory import USER, _bulk, _noise, questions_about
 from novaberg.config import load_settings
 from novaberg.memory.retrieval import SEARCH_MESSAGES, Heed, recall
@@ -238,6 +242,19 @@ async def raw_http(url: str, key: str, questions: list[str], k: int) -> dict[str
         return _figures(await _timed(ask, questions))
 
 
+async def recorded_result(url: str, key: str, question: str, k: int) -> dict[str, Any]:
+    """The structured content of one ``recall`` answered by ``/mcp`` (for the floor)."""
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    async with httpx.AsyncClient(headers=headers, timeout=120) as http:
+        response = await http.post(f"{url}/mcp", json=_call(1, question, k))
+    found: dict[str, Any] = response.json()["result"]["structuredContent"]
+    return found
+
+
 def _http_client(url: str, key: str, http: httpx2.AsyncClient) -> Client:
     return Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
@@ -332,13 +349,25 @@ def run(items: int, queries: int, turns: int, ks: tuple[int, ...] = (K, 5)) -> d
                 doors[k]["http"] = asyncio.run(over_http(url, key, questions, k))
                 doors[k]["http_raw"] = asyncio.run(raw_http(url, key, questions, k))
             out["turns"] = asyncio.run(talk_against_api_turns(url, key, turns))
+            results = {k: asyncio.run(recorded_result(url, key, questions[0], k)) for k in ks}
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+        for k in ks:  # the SDK's own server, answering with the same result: the floor
+            with floor_server(results[k], Path(tmp)) as floor_url:
+                asyncio.run(raw_http(floor_url, key, questions[:3], k))
+                doors[k]["http_floor"] = asyncio.run(raw_http(floor_url, key, questions, k))
     for k, figures in doors.items():
         base = figures["in_process"]["p95_ms"]
         for door in ("stdio", "stdio_raw", "http", "http_raw"):
             figures[door]["p95_over_in_process_p95"] = round(figures[door]["p95_ms"] / base, 3)
+        floor = figures["http_floor"]
+        # the best /mcp could be: the search in-process plus the SDK's own door (an estimate:
+        # p95s do not add exactly); and what Novaberg's door adds above the SDK's, at p50
+        floor["best_p95_over_in_process_p95"] = round((base + floor["p95_ms"]) / base, 3)
+        floor["door_above_floor_p50_ms"] = round(
+            figures["http_raw"]["p50_ms"] - figures["in_process"]["p50_ms"] - floor["p50_ms"], 2
+        )
         out[f"recall_k{k}"] = figures
     return out
 
