@@ -65,6 +65,7 @@ def floor_server(result: dict[str, Any], folder: Path) -> Iterator[str]:
         port = sock.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.mcp_floor", str(port), str(path)],
+        cwd=Path(__file__).resolve().parents[1],  # where ``benchmarks`` is a package
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
