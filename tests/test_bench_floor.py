@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from benchmarks.floor import floor_ms, turn_requests
 from benchmarks.mcp_floor import floor_server
+from benchmarks.mcp_speed import missed
 
 from novaberg.testing import OllamaTestServer
 
@@ -54,3 +55,26 @@ def test_the_mcp_floor_answers_recall_with_the_result_it_was_given(tmp_path: Pat
         result = asyncio.run(_call(url))
     assert result["structuredContent"] == given
     assert result["content"] == [{"type": "text", "text": json.dumps(given, separators=(",", ":"))}]
+
+
+def test_the_mcp_benchmark_names_each_goal_it_missed_with_the_floor_beside_http() -> None:
+    def door(ratio: float) -> dict[str, float]:
+        return {"p95_over_in_process_p95": ratio}
+
+    figures = {
+        "stdio": door(1.4) | {"start_to_first_answer_s": 0.8},
+        "stdio_raw": door(1.2),
+        "http": door(2.3),
+        "http_raw": door(1.5),
+        "http_floor": {"best_p95_over_in_process_p95": 1.46},
+    }
+    out = {"recall_k5": figures, "turns": {"talk_over_api_turns": 1.07}}
+    assert missed(out, (5,)) == [
+        "recall k=5 http p95 / in-process p95 = 2.3 (goal <= 1.5; the SDK's own server "
+        "leaves at best 1.46)",
+        "talk / POST /api/turns p50 = 1.07 (goal <= 1.05)",
+    ]
+    figures["stdio"]["start_to_first_answer_s"] = 1.2
+    figures["http"] = door(1.49)
+    out["turns"]["talk_over_api_turns"] = 1.0
+    assert missed(out, (5,)) == ["novaberg mcp start to first answer = 1.2 s (goal <= 1.0)"]
