@@ -159,7 +159,12 @@ def orchestration(turns: int) -> dict[str, Any]:
         "ratio_wall_to_backend_at_200ms_median": (statistics.median(ratios), 1.05),
         "overhead_ms_per_turn_at_0ms_median": (overhead, 15.0),
     }
-    missed = [f"{k} = {v:.3f} (goal <= {g})" for k, (v, g) in goals.items() if v > g]
+    beside = {  # what no change inside Novaberg can remove, measured in the same run
+        "overhead_ms_per_turn_at_0ms_median": f"; the libraries' floor {floored:.1f} ms",
+    }
+    missed = [
+        f"{k} = {v:.3f} (goal <= {g}{beside.get(k, '')})" for k, (v, g) in goals.items() if v > g
+    ]
     for line in missed:
         print(f"GOAL MISSED: {line}", file=sys.stderr)
     return {
