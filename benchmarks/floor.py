@@ -2,8 +2,9 @@
 LangGraph cost by themselves, with no Novaberg code, for the same work as one turn.
 
 One real turn's chat requests are recorded (the scripted server's own record of a turn of
-:class:`~novaberg.engine.Engine`), then sent again, byte for byte the same bodies, through a
-bare ``ollama.AsyncClient`` (streamed, as the backend sends them) from the nodes of a bare
+:class:`~novaberg.engine.Engine`), then sent again with the same model, messages, format,
+options and ``think``, through a bare ``ollama.AsyncClient`` (streamed, as the backend sends
+them) from the nodes of a bare
 LangGraph ``StateGraph`` with the turn's channels and its seven stages in the turn's order:
 router (its call), enricher, responder (its call), thinker, tribunal (the three judges'
 calls at once), salience (its call), memory_write. The nodes write nothing and do nothing

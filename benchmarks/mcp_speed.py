@@ -6,12 +6,11 @@
    most, the stored messages too); p50/p95 per question after warm-up, and the ratio of the
    p95s (goal ≤ 1.5). The items are ``benchmarks/memory.py``'s noise, found by their words
    (``memory.embedder = off`` in every process: the ratio is the door's cost, not the
-   embedder's).
+   embedder's). The floor beside it (:mod:`benchmarks.mcp_floor`): the SDK's own server on
+   uvicorn answering the same result without work, timed by hand the same way; from it, the
+   best ratio ``/mcp`` could have and what Novaberg's door adds above the SDK's.
 2. ``novaberg mcp`` from process start to its first answered request (``tools/list``, goal
    ≤ 1 s), and to its first answered ``recall`` (the engine opens beside the protocol).
-   The floor beside it (:mod:`benchmarks.mcp_floor`): the SDK's own server on uvicorn answering
-   the same result without work, timed by hand the same way; from it, the best ratio ``/mcp``
-   could have and what Novaberg's door adds above the SDK's.
 3. One turn through ``talk`` (MCP over HTTP) against the same turn through ``POST
    /api/turns``, both on one ``novaberg serve`` over the Ollama-protocol test server answering
    at once: p50 of each, alternating, and their ratio (goal ≤ 1.05).
@@ -259,6 +258,7 @@ async def recorded_result(url: str, key: str, question: str, k: int) -> dict[str
     }
     async with httpx.AsyncClient(headers=headers, timeout=120) as http:
         response = await http.post(f"{url}/mcp", json=_call(1, question, k))
+    assert response.status_code == 200 and '"result"' in response.text, response.text
     found: dict[str, Any] = response.json()["result"]["structuredContent"]
     return found
 
