@@ -4,11 +4,10 @@ LangGraph cost by themselves, with no Novaberg code, for the same work as one tu
 One real turn's chat requests are recorded (the scripted server's own record of a turn of
 :class:`~novaberg.engine.Engine`), then sent again with the same model, messages, format,
 options and ``think``, through a bare ``ollama.AsyncClient`` (streamed, as the backend sends
-them) from the nodes of a bare
-LangGraph ``StateGraph`` with the turn's channels and its seven stages in the turn's order:
-router (its call), enricher, responder (its call), thinker, tribunal (the three judges'
-calls at once), salience (its call), memory_write. The nodes write nothing and do nothing
-else. The figure is measured as Novaberg's own is: wall time per turn less the server's
+them) from the nodes of a bare LangGraph ``StateGraph`` with the turn's channels and its seven
+stages in the turn's order: router (its call), enricher, responder (its call), thinker,
+tribunal (the three judges' calls at once), salience (its call), memory_write. The nodes write
+nothing and do nothing else. The figure is measured as Novaberg's own is: wall time per turn less the server's
 account of its calls on the critical path (the judges count once, with the longest).
 
 Novaberg's overhead less this floor is what its own code costs a turn; the floor is what
