@@ -7,8 +7,9 @@ options and ``think``, through a bare ``ollama.AsyncClient`` (streamed, as the b
 them) from the nodes of a bare LangGraph ``StateGraph`` with the turn's channels and its seven
 stages in the turn's order: router (its call), enricher, responder (its call), thinker,
 tribunal (the three judges' calls at once), salience (its call), memory_write. The nodes write
-nothing and do nothing else. The figure is measured as Novaberg's own is: wall time per turn less the server's
-account of its calls on the critical path (the judges count once, with the longest).
+nothing and do nothing else. The figure is measured as Novaberg's own is: wall time per turn
+less the server's account of its calls on the critical path (the judges count once, with the
+longest).
 
 Novaberg's overhead less this floor is what its own code costs a turn; the floor is what
 no change inside Novaberg can remove while it keeps these two libraries.

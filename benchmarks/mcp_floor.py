@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -56,8 +57,6 @@ def serve(port: int, result_file: Path) -> None:
 @contextlib.contextmanager
 def floor_server(result: dict[str, Any], folder: Path) -> Iterator[str]:
     """This module's server in its own process, answering with ``result``; its URL."""
-    import socket
-
     path = folder / "floor-result.json"
     path.write_text(json.dumps(result), encoding="utf-8")
     with socket.socket() as sock:
