@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import tempfile
@@ -46,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.environment import environment
 from novaberg.config import Settings, load_settings
 from novaberg.engine import Engine
 from novaberg.memory.retrieval import recall
@@ -189,16 +189,8 @@ def _environment(server: OllamaTestServer, embedder: str, database: str | None) 
     }
     if database:
         wanted["NOVABERG_DATABASE_URL"] = database
-    before = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
+    with environment(wanted):
         yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 async def run(

@@ -18,7 +18,6 @@ no change inside Novaberg can remove while it keeps these two libraries.
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ import httpx
 import ollama
 from langgraph.graph import END, START, StateGraph
 
+from benchmarks.environment import environment
 from novaberg.config import load_settings
 from novaberg.engine import Engine
 from novaberg.graph.state import TurnState
@@ -43,10 +43,9 @@ Recorded = list[tuple[str, dict[str, Any]]]
 
 async def _record(text: str) -> Recorded:
     """The chat requests (caller, body) of one turn of ``text``, after a warm-up turn."""
-    saved = {k: os.environ.get(k) for k in ("OLLAMA_HOST", "NOVABERG_HOME", "NOVABERG_BACKEND")}
-    try:
-        with OllamaTestServer() as server, tempfile.TemporaryDirectory() as home:
-            os.environ.update(OLLAMA_HOST=server.url, NOVABERG_HOME=home, NOVABERG_BACKEND="ollama")
+    with OllamaTestServer() as server, tempfile.TemporaryDirectory() as home:
+        env = {"OLLAMA_HOST": server.url, "NOVABERG_HOME": home, "NOVABERG_BACKEND": "ollama"}
+        with environment(env):
             engine = await Engine.open(load_settings().settings)
             try:
                 await engine.run_turn("warm-up")
@@ -54,13 +53,7 @@ async def _record(text: str) -> Recorded:
                 await engine.run_turn(text)
             finally:
                 await engine.aclose()
-            chats = [r for r in server.requests()[before:] if r.path == "/api/chat"]
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        chats = [r for r in server.requests()[before:] if r.path == "/api/chat"]
     return [(r.caller, r.body) for r in chats]
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.environment import environment
 from novaberg.memory.retrieval import Retriever
 from novaberg.memory.store import MemoryStore
 from novaberg.storage.db import Database
@@ -398,75 +399,65 @@ def growth(kind: str, turns: int = 1000) -> dict[str, Any]:
         if url:
             env["NOVABERG_DATABASE_URL"] = url
         logging.getLogger("novaberg").setLevel(logging.ERROR)  # the failed profile jobs
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            server.standing(
-                "consolidate",
-                Reply(
-                    content=_json.dumps(
-                        {
-                            "action": "new",
-                            "fact": "The user mentioned a new detail about their week.",
-                        }
-                    )
-                ),
-            )
-            server.standing("profile_adaptive", Reply(content=_json.dumps({"statements": []})))
-            server.standing("profile_core", Reply(content=_json.dumps({"statements": []})))
+        stack.enter_context(environment(env))
+        server.standing(
+            "consolidate",
+            Reply(
+                content=_json.dumps(
+                    {
+                        "action": "new",
+                        "fact": "The user mentioned a new detail about their week.",
+                    }
+                )
+            ),
+        )
+        server.standing("profile_adaptive", Reply(content=_json.dumps({"statements": []})))
+        server.standing("profile_core", Reply(content=_json.dumps({"statements": []})))
 
-            async def run() -> dict[str, Any]:
-                engine = await Engine.open(load_settings().settings)
-                path = None if url else engine.settings.db_path
-                before = _size(engine.db, path)
-                tables_before = _tables(engine.db, path)
-                rng = random.Random(3)
-                for n in range(turns):
-                    salient = n % 2 == 0
-                    summary = (
-                        f"The user {rng.choice(ACTIVITIES)} their {rng.choice(RELATIONS)} ({n})."
-                    )
-                    server.script(
-                        "salience",
-                        Reply(
-                            content=_json.dumps(
-                                {
-                                    "score": 0.9 if salient else 0.1,
-                                    "summary": summary if salient else "",
-                                }
-                            )
-                        ),
-                    )
-                    await engine.run_turn(
-                        f"I {rng.choice(ACTIVITIES)} my {rng.choice(RELATIONS)}, message {n}."
-                    )
-                    await engine.run_background()
-                after = _size(engine.db, path)
-                tables = _tables(engine.db, path)
-                grown = {
-                    name: round((size - tables_before.get(name, 0)) * 1000 / turns / 1024)
-                    for name, size in tables.items()
-                }
-                items = engine.db.scalar("SELECT COUNT(*) AS n FROM memories")
-                await engine.aclose()
-                return {
-                    "bytes_per_1000_turns": round((after - before) * 1000 / turns),
-                    "mib_per_1000_turns": round((after - before) * 1000 / turns / 2**20, 2),
-                    "turns": turns,
-                    "salient_share": 0.5,
-                    "memory_rows": items,
-                    "kib_per_1000_turns_by_table": dict(
-                        sorted(((k, v) for k, v in grown.items() if v), key=lambda kv: -kv[1])
+        async def run() -> dict[str, Any]:
+            engine = await Engine.open(load_settings().settings)
+            path = None if url else engine.settings.db_path
+            before = _size(engine.db, path)
+            tables_before = _tables(engine.db, path)
+            rng = random.Random(3)
+            for n in range(turns):
+                salient = n % 2 == 0
+                summary = f"The user {rng.choice(ACTIVITIES)} their {rng.choice(RELATIONS)} ({n})."
+                server.script(
+                    "salience",
+                    Reply(
+                        content=_json.dumps(
+                            {
+                                "score": 0.9 if salient else 0.1,
+                                "summary": summary if salient else "",
+                            }
+                        )
                     ),
-                }
+                )
+                await engine.run_turn(
+                    f"I {rng.choice(ACTIVITIES)} my {rng.choice(RELATIONS)}, message {n}."
+                )
+                await engine.run_background()
+            after = _size(engine.db, path)
+            tables = _tables(engine.db, path)
+            grown = {
+                name: round((size - tables_before.get(name, 0)) * 1000 / turns / 1024)
+                for name, size in tables.items()
+            }
+            items = engine.db.scalar("SELECT COUNT(*) AS n FROM memories")
+            await engine.aclose()
+            return {
+                "bytes_per_1000_turns": round((after - before) * 1000 / turns),
+                "mib_per_1000_turns": round((after - before) * 1000 / turns / 2**20, 2),
+                "turns": turns,
+                "salient_share": 0.5,
+                "memory_rows": items,
+                "kib_per_1000_turns_by_table": dict(
+                    sorted(((k, v) for k, v in grown.items() if v), key=lambda kv: -kv[1])
+                ),
+            }
 
-            result = asyncio.run(run())
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        result = asyncio.run(run())
     print(f"growth {kind}: {result}", flush=True)
     return result
 
