@@ -271,9 +271,10 @@ async def test_embeddings_come_from_the_backend_and_rank_by_meaning(
         assert [r["embedder"] for r in stored] == ["nomic-embed-text"]
         result = await engine.run_turn("Tell me about Lena's family")
         embeds = ollama_env.requests("/api/embed")
-        # each turn's message (enricher), and the new fact (consolidation job)
-        assert [r.caller for r in embeds] == ["embed", "embed", "embed"]
-        assert embeds[1].body["input"] == [FACT]
+        # the new fact (consolidation job), then the second turn's message (enricher); the
+        # first turn's message is not embedded: there was no item to compare it with yet
+        assert [r.caller for r in embeds] == ["embed", "embed"]
+        assert [r.body["input"] for r in embeds] == [[FACT], ["Tell me about Lena's family"]]
         chosen = [c.view() for c in result.state["context"].retrieval]
         assert chosen and "meaning: " in chosen[0].reason  # the signal that found it
         assert [c.caller for c in result.trace.calls][:2] == ["router", "embed"]

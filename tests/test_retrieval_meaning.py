@@ -394,6 +394,50 @@ async def test_a_turns_search_runs_from_its_start_beside_the_router_and_embeds_o
     assert dog.reason.startswith("fact: meaning: 0.")
 
 
+async def test_a_user_without_memories_gets_no_vector_computed_until_one_is_kept(
+    db: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no item to compare it with, the message's vector would be computed for nothing:
+    the search reads the words only (and says it searched no vectors), until an item is kept."""
+    import novaberg.memory.retrieval as retrieval
+
+    asked: list[str] = []
+    real = retrieval.embed_local
+
+    def counted(name: str, texts: list[str], **kw: Any) -> Any:
+        if kw.get("query"):
+            asked.extend(texts)
+        return real(name, texts, **kw)
+
+    monkeypatch.setattr(retrieval, "embed_local", counted)
+    empty = await recall(db, settings, USER, PET_QUESTION)
+    assert asked == [] and empty.items == [] and empty.embedder is None
+    [dog] = remember(db, [DOG], settings)
+    found = await recall(db, settings, USER, PET_QUESTION)
+    assert asked == [PET_QUESTION] and found.embedder == "minilm-l6-v2"
+    assert found.items[0].item.id == dog and found.items[0].meaning is not None
+
+
+def test_a_user_without_memories_costs_no_call_to_the_backends_embeddings(
+    ollama_env: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOVABERG_MEMORY__EMBED_MODEL", "nomic-embed-text")
+    settings = load_settings().settings
+    db = Database(settings.database)
+    try:
+        import asyncio
+
+        empty = asyncio.run(recall(db, settings, USER, PET_QUESTION))
+        assert empty.embedder is None and ollama_env.requests("/api/embed") == []
+        [dog] = remember(db, [DOG], settings)  # one call, for the item
+        found = asyncio.run(recall(db, settings, USER, PET_QUESTION))
+    finally:
+        db.close()
+    embeds = ollama_env.requests("/api/embed")
+    assert [e.body["input"] for e in embeds] == [[DOG], [PET_QUESTION]]
+    assert found.embedder == "nomic-embed-text" and found.items[0].item.id == dog
+
+
 async def test_a_search_without_the_turns_vector_reads_full_text_while_embedding_the_message(
     db: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

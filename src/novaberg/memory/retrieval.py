@@ -566,6 +566,8 @@ async def recall(
         return here
 
     vector: Sequence[float] | None = None
+    if choice.name is not None and not await db.run(retriever.store.any_retrievable, user):
+        choice = Choice(None, notices=choice.notices)  # nothing to compare: no embedder call
     if choice.name is not None:
         try:
             if queue is None:  # a command: no engine, its own queue
@@ -622,6 +624,10 @@ def _recall_here(
     ``given``, the message is embedded in another thread while this one runs the full-text
     search: onnxruntime's pass keeps to one core, SQLite's search to another."""
     assert choice.name is not None
+    if not retriever.store.any_retrievable(user):
+        # no item to compare the message with: its vector would be computed for nothing (on a
+        # new user's turns, the pass of the embedder was most of the enricher's wait)
+        return _search(db, retriever, choice, None, user, message, what, notices, None, messages)
     pending = (
         None
         if given is not None

@@ -458,6 +458,16 @@ class MemoryRows:
         )
         return [int(r["id"]) for r in rows]
 
+    def any_retrievable(self, user: str) -> bool:
+        """Whether the user has an item a retrieval could find (current, not covered by a
+        fact): without one, a search by meaning has nothing to compare the message with."""
+        rows = self.db.query(
+            "SELECT 1 FROM memories WHERE user_id = ? AND valid_to IS NULL "
+            "AND consolidated_into IS NULL LIMIT 1",
+            (user,),
+        )
+        return bool(rows)
+
     def recent(self, user: str, limit: int) -> list[Candidate]:
         """The newest retrievable items (current, not covered by a fact)."""
         rows = self.db.query(
