@@ -111,8 +111,11 @@ async def test_unknown_model_error_lists_installed_models(server: OllamaTestServ
 
 async def test_unreachable_server_names_ollama_host() -> None:
     gone = OllamaBackend(closed_port_url(), "qwen3:4b", Timeouts())
-    with pytest.raises(BackendUnreachable) as info:
-        await gone.chat(ChatRequest(caller="router", messages=MSG))
+    try:
+        with pytest.raises(BackendUnreachable) as info:
+            await gone.chat(ChatRequest(caller="router", messages=MSG))
+    finally:
+        await gone.aclose()
     assert "OLLAMA_HOST" in str(info.value) and info.value.retryable
 
 

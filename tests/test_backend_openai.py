@@ -143,8 +143,11 @@ async def test_unknown_model_and_http_errors(server: OllamaTestServer) -> None:
 
 async def test_unreachable_server_names_the_setting() -> None:
     gone = OpenAICompatBackend(closed_port_url() + "/v1", "m", None, Timeouts())
-    with pytest.raises(BackendUnreachable, match="NOVABERG_OPENAI_URL"):
-        await gone.chat(ChatRequest(caller="router", messages=MSG))
+    try:
+        with pytest.raises(BackendUnreachable, match="NOVABERG_OPENAI_URL"):
+            await gone.chat(ChatRequest(caller="router", messages=MSG))
+    finally:
+        await gone.aclose()
 
 
 def test_think_tags_split_across_chunk_boundaries() -> None:

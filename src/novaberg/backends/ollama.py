@@ -45,6 +45,7 @@ from novaberg.backends.base import (
     first_within,
 )
 from novaberg.backends.guards import estimate_prompt_tokens, prompt_was_cut, says_context_exceeded
+from novaberg.backends.transport import as_httpx, transport
 from novaberg.config import Timeouts
 from novaberg.errors import (
     BackendError,
@@ -94,7 +95,10 @@ class OllamaBackend(Backend):
                 pool=self.timeouts.total_s,
             )
             self._client = ollama.AsyncClient(
-                host=self.host, timeout=timeout, event_hooks={"request": [_stamp_caller]}
+                host=self.host,
+                timeout=timeout,
+                event_hooks={"request": [_stamp_caller]},
+                transport=transport(),
             )
         return self._client
 
@@ -106,7 +110,7 @@ class OllamaBackend(Backend):
     def _translate(self, exc: BaseException) -> BackendError:
         """The error ``exc`` as it leaves this backend: one of the tree of
         :mod:`novaberg.errors`, naming the backend and never its address."""
-        return addressless(self._classify(exc), self.host)
+        return addressless(self._classify(as_httpx(exc)), self.host)
 
     def _classify(self, exc: BaseException) -> BackendError:
         where = "Ollama"
@@ -397,9 +401,14 @@ class OllamaBackend(Backend):
             async with asyncio.timeout(timeout_s):
                 await self._loaded()
             return True
-        except (ConnectionError, httpx.ConnectError, httpx.TimeoutException, TimeoutError):
-            return False
-        except (ollama.ResponseError, httpx.HTTPError, ValueError) as exc:
+        except Exception as raw:
+            exc = as_httpx(raw)
+            if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.TimeoutException):
+                return False
+            if isinstance(exc, TimeoutError):
+                return False
+            if not isinstance(exc, ollama.ResponseError | httpx.HTTPError | ValueError):
+                raise
             detail = (
                 f"HTTP {exc.status_code}"
                 if isinstance(exc, ollama.ResponseError)

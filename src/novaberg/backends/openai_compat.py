@@ -49,6 +49,7 @@ from novaberg.backends.base import (
 )
 from novaberg.backends.guards import refuses_json_mode, says_context_exceeded
 from novaberg.backends.reasoning import ThinkTagSplitter
+from novaberg.backends.transport import as_httpx, transport
 from novaberg.config import Timeouts
 from novaberg.errors import (
     BackendError,
@@ -116,6 +117,7 @@ class OpenAICompatBackend(Backend):
             self._client = httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=headers,
+                transport=transport(),
                 timeout=httpx.Timeout(
                     connect=self.timeouts.connect_s,
                     read=self.timeouts.first_token_s,
@@ -164,7 +166,7 @@ class OpenAICompatBackend(Backend):
     def _translate(self, exc: BaseException) -> BackendError:
         """The error ``exc`` as it leaves this backend: one of the tree of
         :mod:`novaberg.errors`, naming the backend and never its address."""
-        return addressless(self._classify(exc), self.base_url)
+        return addressless(self._classify(as_httpx(exc)), self.base_url)
 
     def _classify(self, exc: BaseException) -> BackendError:
         kw: dict[str, Any] = {"backend": self.name, "model": self.model}
