@@ -121,3 +121,40 @@ async def test_a_refused_connection_is_unreachable_not_a_timeout() -> None:
 async def test_a_server_that_never_answers_is_a_timeout(misbehaving: str) -> None:
     raised = await _each_raises(misbehaving, Timeouts(first_token_s=0.2, total_s=5))
     assert [type(e) for e in raised] == [BackendTimeout, BackendTimeout], raised
+
+
+PROXIED: list[bytes] = []
+"""The request lines the proxy below was sent."""
+
+
+async def proxy_that_answers_502(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    PROXIED.append(head.split(b"\r\n")[0])
+    writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+
+
+@pytest.mark.parametrize("misbehaving", [proxy_that_answers_502], indirect=True, ids=["proxy"])
+async def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_says_not(
+    misbehaving: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = closed_port_url()  # answers nothing: reached only through the proxy
+    for name in ("http_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", misbehaving)
+    PROXIED.clear()
+    raised = await _each_raises(target, Timeouts())
+    # each backend's first request (Ollama's asks for the model's context first) went to the
+    # proxy, in absolute form, and the proxy's answer came back
+    assert [line.decode().split(" ")[:2] for line in PROXIED] == [
+        ["POST", f"{target}/api/show"],
+        ["POST", f"{target}/v1/chat/completions"],
+    ]
+    assert all("502" in str(e) for e in raised), raised
+    PROXIED.clear()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    raised = await _each_raises(target, Timeouts())
+    assert PROXIED == []  # straight to the closed port
+    assert [type(e) for e in raised] == [BackendUnreachable, BackendUnreachable], raised

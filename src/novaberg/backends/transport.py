@@ -20,13 +20,16 @@ Credentials in the address (``http://user:secret@host``): httpx sends them as th
 ``Authorization`` header, and aiohttp refuses a request whose URL still carries them beside
 that header, so the transport hands aiohttp the address without them.
 
-Proxies: httpx reads ``HTTP(S)_PROXY``/``NO_PROXY`` only for its own transport; the
-aiohttp session is made with ``trust_env`` so that it reads them itself.
+Proxies: httpx reads ``HTTP(S)_PROXY``/``NO_PROXY`` only for its own transport, so this
+one reads them, once per host it is sent to (aiohttp's ``trust_env`` would read the
+environment and ``~/.netrc`` again for every request: a tenth of a millisecond each).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+import urllib.request
 
 import aiohttp
 import httpx
@@ -36,22 +39,40 @@ KEEPALIVE_S = 5.0
 """How long an idle connection is kept (httpx's default)."""
 
 
-def _session() -> aiohttp.ClientSession:
-    """Made at the first request, on the loop that sends it (aiohttp binds to it)."""
-    connector = aiohttp.TCPConnector(limit=100, keepalive_timeout=KEEPALIVE_S)
-    return aiohttp.ClientSession(connector=connector, trust_env=True)
+def _session(verify: ssl.SSLContext) -> aiohttp.ClientSession:
+    """Made at the first request, on the loop that sends it (aiohttp binds to it); TLS is
+    verified as httpx verifies it (certifi's roots, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``)."""
+    connector = aiohttp.TCPConnector(limit=100, keepalive_timeout=KEEPALIVE_S, ssl=verify)
+    return aiohttp.ClientSession(connector=connector)
+
+
+def proxy_for(url: httpx.URL) -> httpx.Proxy | None:
+    """The proxy the environment names for ``url``: ``HTTP_PROXY``/``HTTPS_PROXY`` for its
+    scheme, none where ``NO_PROXY`` names its host (as aiohttp's ``trust_env`` reads them)."""
+    if url.host and urllib.request.proxy_bypass(url.host):
+        return None
+    named = urllib.request.getproxies().get(url.scheme)
+    return httpx.Proxy(named) if named else None
 
 
 class _Transport(AiohttpTransport):
+    def __init__(self) -> None:
+        super().__init__(client=lambda: _session(self.ssl_context))
+        self._proxies: dict[tuple[str, str], httpx.Proxy | None] = {}
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.userinfo:  # already the Authorization header httpx built from them
             request.url = request.url.copy_with(userinfo=b"")
+        where = (request.url.scheme, request.url.host)
+        if where not in self._proxies:
+            self._proxies[where] = proxy_for(request.url)
+        self.proxy = self._proxies[where]  # read by the request below, before its first await
         return await super().handle_async_request(request)
 
 
 def transport() -> httpx.AsyncBaseTransport:
     """A new transport for one backend's client (closed with the client)."""
-    return _Transport(client=_session)
+    return _Transport()
 
 
 def as_httpx(exc: BaseException) -> BaseException:
