@@ -26,7 +26,12 @@ from novaberg.engine.background import BackgroundJobRunner, warm_dateparser
 from novaberg.engine.contract import FollowupView
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
-from novaberg.engine.turn_store import open_conversation, store_turn, trace_document
+from novaberg.engine.turn_store import (
+    begin_turn,
+    open_conversation,
+    store_turn,
+    trace_document,
+)
 from novaberg.errors import NovabergError, error_kind
 from novaberg.graph.state import TurnState
 from novaberg.jobs.events import EventQueue
@@ -252,7 +257,6 @@ class Engine:
         """
         user = self.settings.user if user is None else user
         message = validate_message(text, self.settings)
-        conversation = await self.db.run(open_conversation, self.db, user, conversation_id)
         origin = "user" if regenerate is None else "regenerate"
         parent = regenerate
         if proactive is not None:
@@ -260,7 +264,7 @@ class Engine:
         result = await self._run(
             message,
             user,
-            conversation,
+            conversation_id,  # opened with the turn's start
             origin,
             on_token,
             on_progress,
@@ -272,12 +276,16 @@ class Engine:
             aside=aside,
             proactive=proactive,
         )
-        if drain_followups:
-            result.followups = await self.drain_self_triggers(result.turn_id, user, conversation)
+        # a second pass is claimed only where this turn scheduled one (the thinker's event)
+        if drain_followups and any(e.type == "self_trigger" for e in result.state["events"]):
+            result.followups = await self.drain_self_triggers(
+                result.turn_id, user, result.conversation_id
+            )
             inline = [f.turn_id for f in result.followups]
             if inline:
                 await self.db.run(deliveries.mark_delivered, self.db, inline, "inline")
-        result.events = await self.db.run(stored_events.states_of_turn, self.db, result.turn_id)
+            # read with the store; read again once the second passes changed them
+            result.events = await self.db.run(stored_events.states_of_turn, self.db, result.turn_id)
         return result
 
     async def drain_self_triggers(
@@ -360,7 +368,7 @@ class Engine:
         self,
         message: str,
         user: str,
-        conversation: int,
+        conversation_id: int | None,
         origin: str,
         on_token: TokenCallback | None,
         on_progress: ProgressCallback | None,
@@ -377,13 +385,14 @@ class Engine:
         # (the first turn waits for their start, bounded): before the turn is recorded
         tools = builtin_registry(await self.mcp.tools())
         CALL_OWNER.set(user)  # the model queue takes different users' calls in turn
+        # ``conversation_id``: the user's own (checked here) or ``None`` for a new one
         starting = asyncio.ensure_future(
-            self.db.run(self.db.start_turn, conversation, message, origin, parent_turn_id)
+            self.db.run(begin_turn, self.db, user, conversation_id, message, origin, parent_turn_id)
         )
         try:
-            turn_id = await asyncio.shield(starting)
+            conversation, turn_id = await asyncio.shield(starting)
         except asyncio.CancelledError as exc:  # the row is written all the same: mark it
-            turn_id = await starting
+            _, turn_id = await starting
             why = why_cancelled(exc)
             await self.db.run(self.db.end_turn_unfinished, turn_id, "aborted", why, [])
             raise

@@ -23,6 +23,7 @@ from novaberg.proactive import reminders
 from novaberg.proactive.due import Due, record, withheld
 from novaberg.proactive.schedule import schedule
 from novaberg.storage.db import Database
+from novaberg.storage.events import states_of_turn
 from novaberg.storage.sql import Connection
 from novaberg.storage.turns import replace_replies
 from novaberg.telemetry import Trace
@@ -44,6 +45,20 @@ def open_conversation(db: Database, user: str, conversation_id: int | None) -> i
             "choose one of yours or start a new one."
         )
     return conversation_id
+
+
+def begin_turn(
+    db: Database,
+    user: str,
+    conversation_id: int | None,
+    message: str,
+    origin: str,
+    parent_turn_id: int | None,
+) -> tuple[int, int]:
+    """The conversation a turn is in (:func:`open_conversation`) and the turn's row, recorded
+    as running: (conversation, turn). One hand-over to a database thread, not two."""
+    conversation = open_conversation(db, user, conversation_id)
+    return conversation, db.start_turn(conversation, message, origin, parent_turn_id)
 
 
 def trace_document(final: TurnState, trace: Trace) -> TraceDocument:
@@ -151,6 +166,7 @@ def store_turn(
         state=final,
         trace=trace,
         memory_id=memory_id,
+        events=states_of_turn(db, turn_id),  # in the same hand-over as the store
     )
 
 
