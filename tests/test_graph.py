@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from typing import Any, TypedDict
 
 import pytest
@@ -93,6 +95,37 @@ async def test_conditional_stages_are_skipped_when_their_condition_is_false() ->
     )
     assert [e.type for e in checked["events"]] == ["responder", "thinker", "salience"]
     assert [e.type for e in plain["events"]] == ["responder", "salience"]
+
+
+async def test_choosing_the_next_stage_hands_nothing_to_a_thread() -> None:
+    """LangGraph runs a synchronous edge function in the loop's executor: a thread hand-over
+    for every branch a turn takes (issue 21). The graph's own routers never take one."""
+
+    async def mark(name: str) -> Any:
+        async def node(state: Any, ctx: Any) -> dict[str, Any]:
+            return {"events": [TurnEvent(name, 0, "pending")]}
+
+        return node
+
+    stages = [
+        Stage("responder", await mark("responder"), after=lambda s: "salience"),
+        Stage("tribunal", await mark("tribunal"), when=lambda s: False),
+        Stage("salience", await mark("salience"), when=lambda s: True),
+    ]
+    graph = build_turn_graph(stages)
+    handed: list[object] = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            handed.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    loop = asyncio.get_running_loop()
+    with Recording(max_workers=1) as executor:
+        loop.set_default_executor(executor)
+        done = await graph.ainvoke({"events": []}, config={"configurable": {"turn": FakeCtx()}})
+    assert [e.type for e in done["events"]] == ["responder", "salience"]
+    assert handed == []
 
 
 def test_a_node_must_return_a_mapping() -> None:

@@ -137,7 +137,7 @@ def _branch(
     after = stage.after
     assert after is not None
 
-    def route(state: TurnState) -> str:
+    async def route(state: TurnState) -> str:  # async: LangGraph runs a sync one in a thread
         target = after(state)
         return _first_runnable(state, rest) if target == NEXT else target
 
@@ -150,7 +150,7 @@ def _connect(graph: StateGraph[Any, Any, Any, Any], source: str, rest: list[Stag
         graph.add_edge(source, rest[0].name if rest else END)
         return
 
-    def route(state: TurnState) -> str:
+    async def route(state: TurnState) -> str:  # async: LangGraph runs a sync one in a thread
         return _first_runnable(state, rest)
 
     targets = [s.name for s in rest]
