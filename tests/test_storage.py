@@ -166,6 +166,23 @@ def test_a_failed_write_leaves_nothing_behind(db: Database) -> None:
     assert db.scalar("SELECT COUNT(*) AS n FROM messages") == 0
 
 
+def test_a_new_conversation_and_its_first_turn_land_together_or_not_at_all(
+    db: Database,
+) -> None:
+    conversation, turn = db.start_turn_in_new_conversation("ada", "hi")
+    assert db.conversation_user(conversation) == "ada"
+    row = db.one("SELECT conversation_id, status, user_text FROM turns WHERE id = ?", (turn,))
+    assert row is not None and dict(row) == {
+        "conversation_id": conversation,
+        "status": "running",
+        "user_text": "hi",
+    }
+    with pytest.raises(StorageError):  # the turn's row fails (no such parent turn) ...
+        db.start_turn_in_new_conversation("bob", "hi", "self_trigger", parent_turn_id=10**6)
+    # ... and takes its conversation with it
+    assert db.scalar("SELECT COUNT(*) AS n FROM conversations WHERE user_id = 'bob'") == 0
+
+
 def test_an_unwritable_home_is_a_clear_storage_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

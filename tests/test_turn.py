@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from typing import Any
 
 import pytest
 
@@ -126,6 +128,31 @@ async def test_conversation_history_reaches_the_responder(
     messages = server.requests("/api/chat", caller="responder")[-1].body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[2]["content"] == "Nice to meet you, Ada."
+
+
+async def test_the_enrichers_reads_are_done_while_the_routers_call_is_out(
+    engine: Engine, server: OllamaTestServer
+) -> None:
+    """Issue 21: the history, timeline and profile do not depend on the router's answer, so
+    they are read from the turn's start, not after that answer."""
+    first = await engine.run_turn("I'm Ada.")
+    ended: dict[str, float] = {}
+    handed_over = engine.db.run
+
+    async def recorded(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await handed_over(fn, *args, **kwargs)
+        finally:
+            ended[fn.__name__] = time.perf_counter()
+
+    engine.db.run = recorded  # type: ignore[method-assign]
+    server.set_delay(0.3)  # every call, the router's first
+    later = await engine.run_turn("And what's my name?", conversation_id=first.conversation_id)
+    (router,) = [c for c in later.trace.calls if c.caller == "router"]
+    assert ended["read_for_enricher"] < router.started + router.ms / 1000
+    # and what was read is what the responder was given: the first exchange
+    messages = server.requests("/api/chat", caller="responder")[-1].body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
 
 
 async def test_malformed_router_json_is_retried_once_then_a_safe_default(

@@ -38,6 +38,7 @@ from novaberg.jobs.events import EventQueue
 from novaberg.memory.embedding import choose as choose_embedder
 from novaberg.memory.retrieval import Heed, catch_up, start_recall
 from novaberg.nodes.context import AnswerCallback, ProgressCallback, Shown, TurnContext
+from novaberg.nodes.enricher_reads import start_reads
 from novaberg.proactive.due import Due
 from novaberg.proactive.schedule import zone
 from novaberg.prompts.templates import prompts_for
@@ -423,6 +424,14 @@ class Engine:
             proactive=proactive,
             yields_to=FOREGROUND if proactive is None else BACKGROUND,
             recalled=recalled,
+            # the enricher's reads, beside the router's call too
+            read=start_reads(
+                self.db,
+                user,
+                conversation,
+                shown.history if shown is not None else None,
+                self.settings.history_turns,
+            ),
         )
         ctx.trace.notices.extend([*notices, *self.mcp.notices()])
         state: TurnState = {
@@ -473,6 +482,7 @@ class Engine:
             raise
         finally:
             _settle(ctx.recalled)
+            _settle(ctx.read)
         ctx.answered(final["reply"])  # a graph that ended before the salience stage
         final = cast(TurnState, {**final, "reply": ctx.with_aside(final["reply"])})
         # Shielded: a cancel now (the client left after the answer) must not leave the turn
@@ -578,8 +588,8 @@ def _drop(task: asyncio.Task[Any] | None) -> None:
 
 
 def _settle(task: asyncio.Task[Any] | None) -> None:
-    """A turn that ended before its enricher awaited the search started with it: cancel it,
-    or collect its error, so that nothing is left pending or unreported."""
+    """A turn that ended before its enricher awaited the search or the reads started with
+    it: cancel it, or collect its error, so that nothing is left pending or unreported."""
     if task is None:
         return
     if not task.done():

@@ -56,7 +56,10 @@ def begin_turn(
     parent_turn_id: int | None,
 ) -> tuple[int, int]:
     """The conversation a turn is in (:func:`open_conversation`) and the turn's row, recorded
-    as running: (conversation, turn). One hand-over to a database thread, not two."""
+    as running: (conversation, turn). One hand-over to a database thread, not two; a new
+    conversation and its first turn in one transaction."""
+    if conversation_id is None:
+        return db.start_turn_in_new_conversation(user, message, origin, parent_turn_id)
     conversation = open_conversation(db, user, conversation_id)
     return conversation, db.start_turn(conversation, message, origin, parent_turn_id)
 

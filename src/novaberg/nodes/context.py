@@ -11,6 +11,7 @@ from novaberg.backends.base import TokenCallback
 from novaberg.context import CallContext
 from novaberg.jobs.events import EventQueue
 from novaberg.memory.retrieval import Recall
+from novaberg.nodes.enricher_reads import EnricherReads
 from novaberg.proactive.due import Due
 from novaberg.prompts.templates import Prompts
 from novaberg.storage.db import Database, Message
@@ -57,6 +58,9 @@ class TurnContext(CallContext):
     recalled: asyncio.Task[Recall] | None = None
     """What memory holds for the message, searched from the turn's start, beside the
     router's call (:func:`~novaberg.memory.retrieval.start_recall`), for the enricher."""
+    read: asyncio.Task[EnricherReads] | None = None
+    """The enricher's reads, from the turn's start too
+    (:func:`~novaberg.nodes.enricher_reads.start_reads`); ``None``: it reads them itself."""
 
     def entered(self, node: str, *, announce: bool = True) -> None:
         """``node`` starts: traced, and announced as progress unless it will do nothing."""

@@ -18,6 +18,9 @@ responder should know.
 - the latest user profile (core + adaptive);
 - timeline events from yesterday to two weeks ahead.
 
+The history, the timeline and the profile are read from the turn's start, beside the
+router's call (``ctx.read``, :mod:`novaberg.nodes.enricher_reads`), as the search is.
+
 The reasons go into the turn's trace as ``retrieval`` (ids and reasons only: the trace of a
 later turn must not keep a copy of a memory's text that the user may forget; a message as
 ``message_id``, by which forget finds the turns that were given it).
@@ -28,7 +31,7 @@ Every read runs in the database's worker threads (``ctx.db.run``), off the loop.
 from __future__ import annotations
 
 import logging
-from datetime import date, timedelta
+from datetime import date
 
 from novaberg.graph.channels import Chosen, Context, Dated, Given, Line
 from novaberg.graph.state import TurnState
@@ -36,15 +39,12 @@ from novaberg.memory.corrections import resolve
 from novaberg.memory.retrieval import Heed, estimate_tokens, excerpt, query_terms, recall
 from novaberg.memory.store import MemoryStore
 from novaberg.nodes.context import TurnContext
+from novaberg.nodes.enricher_reads import read_for_enricher
 from novaberg.proactive.reminders import plan
 from novaberg.queue import FOREGROUND
-from novaberg.storage.db import Message
-from novaberg.storage.memories import MemoryItem
 from novaberg.text import same_text
 
 log = logging.getLogger("novaberg")
-TIMELINE_BACK = timedelta(days=1)
-TIMELINE_AHEAD = timedelta(days=14)
 
 
 async def enricher(state: TurnState, ctx: TurnContext) -> TurnState:
@@ -81,25 +81,24 @@ async def enricher(state: TurnState, ctx: TurnContext) -> TurnState:
     if asked is not None and state.get("origin") == "user":  # scheduled in the turn's transaction
         reminder = plan(asked, ctx.settings, can_send=ctx.settings.proactive.enabled)
 
-    shown = ctx.shown
-    turns = ctx.settings.history_turns
-
-    def load() -> tuple[list[Message], list[MemoryItem], dict[str, str]]:
-        if shown is not None and shown.history is not None:
-            history = list(shown.history[-turns * 2 :]) if turns > 0 else []
-        else:
-            history = ctx.db.history(state["conversation_id"], turns)
-        events = store.events_between(
-            user, (today - TIMELINE_BACK).isoformat(), (today + TIMELINE_AHEAD).isoformat()
+    if ctx.read is not None:  # started with the turn; usually done by now
+        reads = await ctx.read
+    else:
+        reads = await ctx.db.run(
+            read_for_enricher,
+            ctx.db,
+            user,
+            state["conversation_id"],
+            ctx.shown.history if ctx.shown is not None else None,
+            ctx.settings.history_turns,
+            today,
         )
-        profile = {  # without the statements resting on a version just corrected
-            part: "\n".join(s.text for s in p.statements if ended not in s.sources)
-            for part, p in store.profile(user).items()
-        }
-        profile = {part: text for part, text in profile.items() if text}
-        return history, events, profile
-
-    history, events, profile = await ctx.db.run(load)
+    history, events = reads.history, reads.events
+    profile = {  # without the statements resting on a version just corrected
+        part: "\n".join(s.text for s in p.statements if ended not in s.sources)
+        for part, p in reads.profile.items()
+    }
+    profile = {part: text for part, text in profile.items() if text}
     in_history = {same_text(m.content) for m in history}
     heard = [h for h in found.heard if same_text(h.message.text) not in in_history]
     terms = query_terms(state["user_text"])

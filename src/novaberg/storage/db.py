@@ -408,13 +408,26 @@ class Database:
     ) -> int:
         """A running turn; ``parent_turn_id``: the turn whose self-trigger started it."""
         with self.transaction() as c:
-            return _new_id(
+            return _start_turn(c, conversation_id, user_text, origin, parent_turn_id)
+
+    def start_turn_in_new_conversation(
+        self,
+        user_id: str,
+        user_text: str,
+        origin: str = "user",
+        parent_turn_id: int | None = None,
+    ) -> tuple[int, int]:
+        """A new conversation of ``user_id`` and its first turn, running: (conversation,
+        turn), in one transaction (one commit, where :meth:`new_conversation` and
+        :meth:`start_turn` take one each)."""
+        with self.transaction() as c:
+            conversation = _new_id(
                 c.execute(
-                    "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
-                    "parent_turn_id, runner) VALUES (?, ?, ?, 'running', ?, ?, ?) RETURNING id",
-                    (conversation_id, origin, user_text, now(), parent_turn_id, process_name()),
+                    "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+                    (user_id, now()),
                 )
             )
+            return conversation, _start_turn(c, conversation, user_text, origin, parent_turn_id)
 
     def finish_turn(
         self,
@@ -503,6 +516,18 @@ class Database:
 def _named(method: str, sql: str) -> str:
     words = " ".join(sql.split()[:6])
     return f"Database.{method}({words!r})"
+
+
+def _start_turn(
+    c: Connection, conversation_id: int, user_text: str, origin: str, parent_turn_id: int | None
+) -> int:
+    return _new_id(
+        c.execute(
+            "INSERT INTO turns (conversation_id, origin, user_text, status, started_at, "
+            "parent_turn_id, runner) VALUES (?, ?, ?, 'running', ?, ?, ?) RETURNING id",
+            (conversation_id, origin, user_text, now(), parent_turn_id, process_name()),
+        )
+    )
 
 
 def _new_id(result: Result) -> int:
