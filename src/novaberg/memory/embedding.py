@@ -20,6 +20,7 @@ than the embedder reads is embedded from its start, with a notice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import unicodedata
 from collections.abc import Sequence
@@ -80,6 +81,7 @@ class Choice:
         return 0.0 if self.backend or self.name is None else MIN_SIMILARITY.get(self.name, 0.0)
 
 
+@functools.cache  # asked twice a turn; a package installed later is found after a restart
 def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
