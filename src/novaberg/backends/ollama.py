@@ -402,10 +402,10 @@ class OllamaBackend(Backend):
                 await self._loaded()
             return True
         except Exception as raw:
-            exc = as_httpx(raw)
-            if isinstance(exc, ConnectionError | httpx.ConnectError | httpx.TimeoutException):
-                return False
-            if isinstance(exc, TimeoutError):
+            exc = as_httpx(raw)  # aiohttp's errors, as httpx's own transport raised them
+            if isinstance(
+                exc, ConnectionError | httpx.ConnectError | httpx.TimeoutException | TimeoutError
+            ):
                 return False
             if not isinstance(exc, ollama.ResponseError | httpx.HTTPError | ValueError):
                 raise
