@@ -240,12 +240,13 @@ async def _thinker_turns(script: str, turns: int) -> list[dict[str, float]]:
             result = await engine.run_turn(f"How high is the Zugspitze? ({i})")
             wall = (time.perf_counter() - started) * 1000
             thinker = [c for c in result.trace.calls if c.caller.startswith("thinker")]
+            run = result.state.get("thinker")  # a ThinkerRun, or None when it did not run
             rows.append(
                 {
                     "turn_ms": wall,
                     "thinker_ms": result.trace.node_ms("thinker"),
                     "thinker_calls": len(thinker),
-                    "iterations": (result.state.get("thinker") or {}).get("iterations", 0),
+                    "iterations": run.iterations if run is not None else 0,
                     "revised": float(result.reply.startswith("FIXED")),
                 }
             )
