@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from novaberg.config import Settings, load_settings
-from novaberg.engine import Engine
+from novaberg.engine import Engine, background
 from novaberg.engine.core import SWALLOWED, why_cancelled
 from novaberg.errors import BackendTimeout, ModelOutputError, StorageError, UsageError
 from novaberg.memory.store import MemoryStore
@@ -153,6 +153,27 @@ async def test_the_enrichers_reads_are_done_while_the_routers_call_is_out(
     # and what was read is what the responder was given: the first exchange
     messages = server.requests("/api/chat", caller="responder")[-1].body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+
+
+async def test_dateparser_loads_before_the_first_memory_jobs_not_beside_the_first_turn(
+    engine: Engine, server: OllamaTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: its 300 ms of pattern compiling, beside a fresh process's first turn, slowed
+    the sending of each model request by about 90 ms (at 200 ms per call); the turn does not
+    use dateparser, its memory jobs do."""
+    warmed: list[str] = []
+
+    def warm() -> None:
+        warmed.append("dateparser")
+
+    monkeypatch.setattr(background, "warm_dateparser", warm)
+    server.standing("salience", salient("The user sails a boat on the Wannsee."))
+    result = await engine.run_turn("I sail a boat on the Wannsee every weekend.")
+    assert result.memory_id is not None and warmed == []  # a whole turn, stored, without it
+    outcomes = await engine.run_background()
+    assert warmed == ["dateparser"] and outcomes  # loaded first, then the jobs ran
+    await engine.run_background()
+    assert warmed == ["dateparser"]  # once a process
 
 
 async def test_malformed_router_json_is_retried_once_then_a_safe_default(

@@ -31,10 +31,9 @@ log = logging.getLogger("novaberg")
 
 def warm_dateparser() -> None:
     """dateparser's first call loads its language data (about 300 ms of CPU, compiling its
-    patterns): the engine runs this in a thread when it opens, so the first timeline job does
-    not wait for it, with short turns at the interpreter's lock
-    (:func:`~novaberg.switching.short_turns`), so the first turn, running beside it, does not
-    wait for it either."""
+    patterns): :meth:`BackgroundJobRunner.warm` runs this in a thread before the first memory
+    jobs, with short turns at the interpreter's lock (:func:`~novaberg.switching.short_turns`),
+    so that a turn running beside it is not held up at every hand-over of the lock."""
     from datetime import UTC, datetime
 
     from novaberg.memory.jobs import date_expressions, resolve_date
@@ -66,6 +65,22 @@ class BackgroundJobRunner:
         self.db = db
         self.events = events
         self._task: asyncio.Task[list[JobOutcome]] | None = None
+        self._dateparser: asyncio.Task[None] | None = None
+
+    def warm(self) -> asyncio.Task[None]:
+        """dateparser's warm-up (:func:`warm_dateparser`), started once: by the first run of
+        the jobs, whose dates need it, not when the engine opens. Beside the first turn's
+        model calls it slowed the sending of each (about 90 ms each at 200 ms per call, on two
+        cores: issue 21), and a turn itself does not use dateparser."""
+        if self._dateparser is None:
+            self._dateparser = asyncio.create_task(asyncio.to_thread(warm_dateparser))
+        return self._dateparser
+
+    async def warmed(self) -> None:
+        """Wait for the warm-up, if one was started (a thread cannot be stopped)."""
+        if self._dateparser is not None:
+            with contextlib.suppress(Exception):  # a failure shows where dateparser is used
+                await asyncio.shield(self._dateparser)
 
     def job_context(self) -> JobContext:
         """A fresh context (its own trace) for one job."""
@@ -103,6 +118,8 @@ class BackgroundJobRunner:
 
         if not self.settings.memory.jobs:
             return []
+        self.warm()
+        await self.warmed()  # before the jobs, not beside them: loaded once
         return await otel.background(BackgroundJobs(self.job_context).run_pending(limit))
 
     async def cancel(self) -> None:

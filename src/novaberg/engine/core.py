@@ -22,7 +22,7 @@ from novaberg.backends.chain import BackendChain
 from novaberg.backends.select import build_chain
 from novaberg.config import Settings
 from novaberg.engine.assembly import compile_turn_graph
-from novaberg.engine.background import BackgroundJobRunner, warm_dateparser
+from novaberg.engine.background import BackgroundJobRunner
 from novaberg.engine.contract import FollowupView
 from novaberg.engine.embedded_policy import embedded_defaults
 from novaberg.engine.result import TurnResult
@@ -76,13 +76,12 @@ def _start_embedder(settings: Settings) -> asyncio.Task[None] | None:
 
 
 async def _warm_in_threads(settings: Settings, embedder: asyncio.Task[None] | None) -> None:
-    """Load, in threads and while the first turn's first calls are in flight, what a turn or
-    job would otherwise wait for: dateparser's language data (memory jobs), the time zone of
-    proactive messages and the in-process memory embedder (recall by meaning; started at
-    open). A failure here is reported where the part is used."""
+    """Load, in threads and while the first turn's first calls are in flight, what a turn
+    would otherwise wait for: the time zone of proactive messages and the in-process memory
+    embedder (recall by meaning; started at open). dateparser's language data is the memory
+    jobs' and loads before their first run (``BackgroundJobRunner.warm``). A failure here is
+    reported where the part is used."""
     work: list[Awaitable[object]] = []
-    if settings.memory.jobs:
-        work.append(asyncio.to_thread(warm_dateparser))
     if settings.proactive.enabled:  # the zone file is read once, here, off the loop
         work.append(asyncio.to_thread(zone, settings))
     if embedder is not None:
@@ -184,11 +183,15 @@ class Engine:
         return engine
 
     async def warmed(self) -> None:
-        """Wait until the warm-ups started at open (dateparser, the memory embedder) ended;
+        """Wait until the warm-ups started at open (the memory embedder, the time zone) ended,
+        and load dateparser's language data (otherwise loaded before the first memory jobs);
         turns never need to call this: they wait only for what they use."""
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._warming)
+        if self.settings.memory.jobs:
+            self.background.warm()
+            await self.background.warmed()
 
     async def vectors_written(self) -> None:
         """Wait for the vectors of the items the turns so far stored (:meth:`embed_later`)."""
@@ -207,6 +210,7 @@ class Engine:
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 await self._warming  # a thread cannot be stopped; let it end first
+        await self.background.warmed()
         await asyncio.to_thread(self.db.close)  # waits for the work already handed over
         otel.flush()
 
