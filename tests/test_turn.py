@@ -171,7 +171,7 @@ async def test_dateparser_loads_before_the_first_memory_jobs_not_beside_the_firs
     result = await engine.run_turn("I sail a boat on the Wannsee every weekend.")
     assert result.memory_id is not None and warmed == []  # a whole turn, stored, without it
     outcomes = await engine.run_background()
-    assert warmed == ["dateparser"] and outcomes  # loaded first, then the jobs ran
+    assert warmed == ["dateparser"] and outcomes  # with the jobs, which ran
     await engine.run_background()
     assert warmed == ["dateparser"]  # once a process
 

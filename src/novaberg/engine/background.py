@@ -31,7 +31,7 @@ log = logging.getLogger("novaberg")
 
 def warm_dateparser() -> None:
     """dateparser's first call loads its language data (about 300 ms of CPU, compiling its
-    patterns): :meth:`BackgroundJobRunner.warm` runs this in a thread before the first memory
+    patterns): :meth:`BackgroundJobRunner.warm` runs this in a thread with the first memory
     jobs, with short turns at the interpreter's lock (:func:`~novaberg.switching.short_turns`),
     so that a turn running beside it is not held up at every hand-over of the lock."""
     from datetime import UTC, datetime
@@ -69,9 +69,11 @@ class BackgroundJobRunner:
 
     def warm(self) -> asyncio.Task[None]:
         """dateparser's warm-up (:func:`warm_dateparser`), started once: by the first run of
-        the jobs, whose dates need it, not when the engine opens. Beside the first turn's
-        model calls it slowed the sending of each (about 90 ms each at 200 ms per call, on two
-        cores: issue 21), and a turn itself does not use dateparser."""
+        the jobs, whose dates need it (the timeline job awaits it), not when the engine opens.
+        Beside the first turn's model calls it slowed the sending of each by about 90 ms at
+        200 ms per call (issue 21), short turns at the interpreter's lock or not (what holds
+        the lock that long is most likely its pattern compiling, calls into C that a switch
+        interval does not split). A turn itself does not use dateparser."""
         if self._dateparser is None:
             self._dateparser = asyncio.create_task(asyncio.to_thread(warm_dateparser))
         return self._dateparser
@@ -84,7 +86,13 @@ class BackgroundJobRunner:
 
     def job_context(self) -> JobContext:
         """A fresh context (its own trace) for one job."""
-        return JobContext(settings=self.settings, queue=self.queue, db=self.db, events=self.events)
+        return JobContext(
+            settings=self.settings,
+            queue=self.queue,
+            db=self.db,
+            events=self.events,
+            dates_ready=self.warmed,
+        )
 
     def start(self) -> None:
         """Start running waiting memory jobs as a task of this event loop (if none runs)."""
@@ -118,8 +126,7 @@ class BackgroundJobRunner:
 
         if not self.settings.memory.jobs:
             return []
-        self.warm()
-        await self.warmed()  # before the jobs, not beside them: loaded once
+        self.warm()  # beside the first job's model call; the timeline job waits for it
         return await otel.background(BackgroundJobs(self.job_context).run_pending(limit))
 
     async def cancel(self) -> None:

@@ -4,6 +4,7 @@ a job belongs to no turn, and ``memory/`` never imports ``nodes/``."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from novaberg.context import CallContext
@@ -15,3 +16,6 @@ from novaberg.storage.db import Database
 class JobContext(CallContext):
     db: Database
     events: EventQueue
+    dates_ready: Callable[[], Awaitable[None]] | None = None
+    """Awaited before dateparser's first use (the timeline job): its warm-up, started with
+    the jobs, loads the language data once (``engine/background.py``)."""

@@ -312,7 +312,10 @@ async def timeline(
         return None, "the source was forgotten"
     message = turn.user_text
     at = datetime.fromisoformat(turn.started_at)
-    # dateparser is CPU work (about 400 ms on its first call): in a thread, not on the loop
+    # dateparser is CPU work (about 400 ms on its first call): in a thread, not on the loop,
+    # after the warm-up that loads its language data once
+    if ctx.dates_ready is not None:
+        await ctx.dates_ready()
     mentioned = await asyncio.to_thread(date_expressions, message, at, ctx.settings.language)
     if not mentioned:
         return None, "no date expression in the message (dateparser found none); no model call"
