@@ -382,12 +382,7 @@ class Database:
     # -- conversations and turns -------------------------------------------------------
     def new_conversation(self, user_id: str) -> int:
         with self.transaction() as c:
-            return _new_id(
-                c.execute(
-                    "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-                    (user_id, now()),
-                )
-            )
+            return _new_conversation(c, user_id)
 
     def conversation_user(self, conversation_id: int) -> str | None:
         user = self.scalar("SELECT user_id FROM conversations WHERE id = ?", (conversation_id,))
@@ -421,12 +416,7 @@ class Database:
         turn), in one transaction (one commit, where :meth:`new_conversation` and
         :meth:`start_turn` take one each)."""
         with self.transaction() as c:
-            conversation = _new_id(
-                c.execute(
-                    "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
-                    (user_id, now()),
-                )
-            )
+            conversation = _new_conversation(c, user_id)
             return conversation, _start_turn(c, conversation, user_text, origin, parent_turn_id)
 
     def finish_turn(
@@ -516,6 +506,15 @@ class Database:
 def _named(method: str, sql: str) -> str:
     words = " ".join(sql.split()[:6])
     return f"Database.{method}({words!r})"
+
+
+def _new_conversation(c: Connection, user_id: str) -> int:
+    return _new_id(
+        c.execute(
+            "INSERT INTO conversations (user_id, created_at) VALUES (?, ?) RETURNING id",
+            (user_id, now()),
+        )
+    )
 
 
 def _start_turn(
