@@ -55,8 +55,8 @@ async def test_a_salient_turn_enqueues_its_jobs_in_the_same_transaction(
     await salient_turn(memory_engine, server, "My sister is Lena.", FACT)
     assert [(e["type"], e["status"]) for e in job_events(memory_engine)] == [
         ("consolidate", "pending"),
-        ("timeline", "pending"),
         ("profile_adaptive", "pending"),
+        ("timeline", "pending"),  # last: the one that needs dateparser (job_policy)
     ]
 
 
@@ -155,7 +155,8 @@ async def test_timeline_dates_are_resolved_against_the_message_time(
     )
     server.script("consolidate", said({"action": "new", "fact": "Ada sees the dentist."}))
     server.script("timeline", said({"events": [{"what": "Dentist", "when": "tomorrow"}]}))
-    await memory_engine.run_background(limit=2)
+    server.script("profile_adaptive", said({"statements": []}))
+    await memory_engine.run_background(limit=3)  # consolidate, profile_adaptive, timeline
     [event] = MemoryStore(memory_engine.db).items("default", kind="event")
     turn = memory_engine.db.turn(1)
     assert turn is not None

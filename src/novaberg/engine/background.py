@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,13 @@ def warm_dateparser() -> None:
             resolve_date("next Friday", at, language)
 
 
+def import_jobs() -> None:
+    """The jobs' code (:mod:`novaberg.memory.jobs`: about 20 ms of the interpreter in a fresh
+    process, mostly defining its pydantic models), with short turns at the interpreter's lock."""
+    with short_turns():
+        importlib.import_module("novaberg.memory.jobs")
+
+
 def _report_background_failure(task: asyncio.Task[list[JobOutcome]]) -> None:
     """A job failure is recorded by the job; this catches what stopped the whole runner (an
     unusable database, say): its jobs stay pending and run next time."""
@@ -66,23 +74,44 @@ class BackgroundJobRunner:
         self.events = events
         self._task: asyncio.Task[list[JobOutcome]] | None = None
         self._dateparser: asyncio.Task[None] | None = None
+        self._imported: asyncio.Task[None] | None = None
+
+    def prepare(self) -> None:
+        """Import the jobs' code in a thread (:func:`import_jobs`), once a process. The engine
+        calls this as a turn starts, so that it is done beside the router's call: left to the
+        first run of the jobs, a fresh ``novaberg ask`` spent it between the turn's last model
+        call and the first job's (issue 21). Not when the engine opens: that would be before
+        the first request. A failed import shows where the jobs are run."""
+        if self._imported is None and self.settings.memory.jobs:
+            self._imported = asyncio.create_task(asyncio.to_thread(import_jobs))
+            self._imported.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def warm(self) -> asyncio.Task[None]:
-        """dateparser's warm-up (:func:`warm_dateparser`), started once: by the first run of
-        the jobs, whose dates need it (the timeline job awaits it), not when the engine opens.
-        Beside the first turn's model calls it slowed the sending of each by about 90 ms at
-        200 ms per call (issue 21), short turns at the interpreter's lock or not (what holds
-        the lock that long is most likely its pattern compiling, calls into C that a switch
-        interval does not split). A turn itself does not use dateparser."""
+        """dateparser's warm-up (:func:`warm_dateparser`), started once. Not when the engine
+        opens: beside the first turn's model calls it slowed the sending of each by about
+        90 ms at 200 ms per call (issue 21), short turns at the interpreter's lock or not (what
+        holds the lock that long is most likely its pattern compiling, calls into C that a
+        switch interval does not split). Nor beside the first memory job: ``consolidate``
+        embeds its fact after its model call, and on two cores the warm-up thread held that
+        up by 40-70 ms, a gap before the next job's call. :meth:`run` starts it after the
+        first job, beside the profile jobs' model calls; the timeline job, enqueued last,
+        awaits it (:meth:`dates`). A turn itself does not use dateparser."""
         if self._dateparser is None:
             self._dateparser = asyncio.create_task(asyncio.to_thread(warm_dateparser))
         return self._dateparser
 
+    async def dates(self) -> None:
+        """dateparser ready: the warm-up started if it was not, and awaited (a failure is
+        left to show where dateparser is used)."""
+        self.warm()
+        await self.warmed()
+
     async def warmed(self) -> None:
-        """Wait for the warm-up, if one was started (a thread cannot be stopped)."""
-        if self._dateparser is not None:
-            with contextlib.suppress(Exception):  # a failure shows where dateparser is used
-                await asyncio.shield(self._dateparser)
+        """Wait for the warm-up and the import, where started (a thread cannot be stopped)."""
+        for started in (self._dateparser, self._imported):
+            if started is not None:
+                with contextlib.suppress(Exception):  # a failure shows where it is used
+                    await asyncio.shield(started)
 
     def job_context(self) -> JobContext:
         """A fresh context (its own trace) for one job."""
@@ -91,7 +120,7 @@ class BackgroundJobRunner:
             queue=self.queue,
             db=self.db,
             events=self.events,
-            dates_ready=self.warmed,
+            dates_ready=self.dates,
         )
 
     def start(self) -> None:
@@ -126,8 +155,9 @@ class BackgroundJobRunner:
 
         if not self.settings.memory.jobs:
             return []
-        self.warm()  # beside the first job's model call; the timeline job waits for it
-        return await otel.background(BackgroundJobs(self.job_context).run_pending(limit))
+        jobs = BackgroundJobs(self.job_context)
+        # dateparser's warm-up after the first job, beside the next one's model call
+        return await otel.background(jobs.run_pending(limit, between=self.warm))
 
     async def cancel(self) -> None:
         """Stop the running task; its event stays 'running' and is redone next time."""

@@ -79,7 +79,7 @@ async def _warm_in_threads(settings: Settings, embedder: asyncio.Task[None] | No
     """Load, in threads and while the first turn's first calls are in flight, what a turn
     would otherwise wait for: the time zone of proactive messages and the in-process memory
     embedder (recall by meaning; started at open). dateparser's language data is the memory
-    jobs' and loads before their first run (``BackgroundJobRunner.warm``). A failure here is
+    jobs' and loads beside their model calls (``BackgroundJobRunner.warm``). A failure here is
     reported where the part is used."""
     work: list[Awaitable[object]] = []
     if settings.proactive.enabled:  # the zone file is read once, here, off the loop
@@ -190,8 +190,7 @@ class Engine:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._warming)
         if self.settings.memory.jobs:
-            self.background.warm()
-            await self.background.warmed()
+            await self.background.dates()
 
     async def vectors_written(self) -> None:
         """Wait for the vectors of the items the turns so far stored (:meth:`embed_later`)."""
@@ -438,6 +437,7 @@ class Engine:
             ),
         )
         ctx.trace.notices.extend([*notices, *self.mcp.notices()])
+        self.background.prepare()  # the memory jobs' code, beside the router's call
         state: TurnState = {
             "user_text": message,
             "user_id": user,

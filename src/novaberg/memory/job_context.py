@@ -17,5 +17,6 @@ class JobContext(CallContext):
     db: Database
     events: EventQueue
     dates_ready: Callable[[], Awaitable[None]] | None = None
-    """Awaited before dateparser's first use (the timeline job): its warm-up, started with
-    the jobs, loads the language data once (``engine/background.py``)."""
+    """Awaited before dateparser's first use (the timeline job): starts its warm-up, which
+    loads the language data once, if it has not started, and waits for it
+    (``engine/background.py``)."""

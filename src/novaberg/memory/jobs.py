@@ -120,9 +120,12 @@ class BackgroundJobs:
     def __init__(self, ctx_factory: Callable[[], JobContext]) -> None:
         self.ctx_factory = ctx_factory
 
-    async def run_pending(self, limit: int = 100) -> list[JobOutcome]:
+    async def run_pending(
+        self, limit: int = 100, between: Callable[[], object] | None = None
+    ) -> list[JobOutcome]:
         """Claim and run waiting jobs, one at a time, until none is left (or ``limit`` ran).
-        A job another process has claimed is not touched."""
+        A job another process has claimed is not touched. ``between`` is called after each
+        job that ran, before the next is claimed."""
         probe = self.ctx_factory()
         outcomes = []
         for _ in range(limit):
@@ -130,6 +133,8 @@ class BackgroundJobs:
             if event is None:
                 break
             outcomes.append(await self.run(event))
+            if between is not None:
+                between()
         return outcomes
 
     async def run(self, event: Event) -> JobOutcome:
