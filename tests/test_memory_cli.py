@@ -62,8 +62,8 @@ def test_a_fact_told_in_one_process_is_kept_consolidated_and_used_in_the_next(
     jobs = json.loads(run("memory", "jobs", "--json").stdout)
     assert [(j["type"], j["status"]) for j in jobs] == [
         ("consolidate", "done"),
-        ("timeline", "done"),
         ("profile_adaptive", "done"),
+        ("timeline", "done"),
     ]
     profile = json.loads(run("memory", "profile", "--json").stdout)
     assert profile["adaptive"]["statements"] == [{"text": "Loves sailing.", "sources": [2]}]

@@ -451,11 +451,17 @@ def judging_prompt(
         subject, cuts = fit_subject(subject, fixed - budget.prompt + _SLACK_TOKENS)
         fixed = messages_tokens(build(bare, subject)) + schema
     allowed = min(budget.situation, max(0, budget.prompt - fixed))
-    fitted, situation_cuts = fit_background(
-        situation, allowed, lambda s: messages_tokens(build(s, subject)) + schema - fixed
-    )
+    measured: list[tuple[Situation, list[ChatMessage]]] = []  # the last one built, kept
+
+    def cost(sit: Situation) -> int:
+        measured[:] = [(sit, build(sit, subject))]
+        return messages_tokens(measured[0][1]) + schema - fixed
+
+    fitted, situation_cuts = fit_background(situation, allowed, cost)
     for what in [*situation_cuts, *cuts]:
         note(ctx.trace, caller, what)
+    if measured and measured[0][0] is fitted:  # the prompt measured is the one sent
+        return measured[0][1]
     return build(fitted, subject)
 
 
