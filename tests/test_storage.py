@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,6 +182,44 @@ def test_a_new_conversation_and_its_first_turn_land_together_or_not_at_all(
         db.start_turn_in_new_conversation("bob", "hi", "self_trigger", parent_turn_id=10**6)
     # ... and takes its conversation with it
     assert db.scalar("SELECT COUNT(*) AS n FROM conversations WHERE user_id = 'bob'") == 0
+
+
+def _flush_setting(db: Database) -> str:
+    """How this thread's connection commits: ``flushed`` or ``not flushed`` to the disk."""
+    if db.dialect == "sqlite":
+        return "flushed" if int(db.scalar("PRAGMA synchronous")) >= 2 else "not flushed"
+    return "flushed" if db.scalar("SHOW synchronous_commit") == "on" else "not flushed"
+
+
+def test_a_turn_is_recorded_as_running_without_a_flush_of_its_own(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: the fsync of the running row (0.3 ms) was on every turn's way to its first
+    model call; the turn's store, which flushes, makes the row durable too."""
+    seen: list[str] = []
+    with db.transaction(durable=False):
+        seen.append(_flush_setting(db))
+    seen.append(_flush_setting(db))
+    with pytest.raises(StorageError), db.transaction(durable=False) as c:
+        c.execute("INSERT INTO no_such_table VALUES (1)")
+    seen.append(_flush_setting(db))  # restored after a failed transaction too
+    with db.transaction():
+        seen.append(_flush_setting(db))
+    assert seen == ["not flushed", "flushed", "flushed", "flushed"]
+
+    asked: list[bool] = []
+    transaction = Database.transaction
+
+    def spy(self: Database, durable: bool = True) -> Any:
+        asked.append(durable)
+        return transaction(self, durable)
+
+    monkeypatch.setattr(Database, "transaction", spy)
+    conversation, _ = db.start_turn_in_new_conversation("ada", "hi")
+    db.start_turn(conversation, "again")
+    assert asked == [False, False]
+    db.new_conversation("bob")
+    assert asked[-1] is True  # everything else is flushed at its commit
 
 
 def test_an_unwritable_home_is_a_clear_storage_error(tmp_path: Path) -> None:

@@ -48,7 +48,11 @@ class Connection(Protocol):
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> int: ...
     def script(self, sql: str) -> None: ...
-    def transaction(self) -> Any: ...
+    def transaction(self, durable: bool = True) -> Any:
+        """``durable=False``: the commit is not flushed to the disk itself (it survives the
+        process, not a crash of the machine), until the next durable commit flushes it too."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -180,7 +184,19 @@ class SqliteConnection:
         self.raw.executescript(sql)
 
     @contextmanager
-    def transaction(self) -> Iterator[SqliteConnection]:
+    def transaction(self, durable: bool = True) -> Iterator[SqliteConnection]:
+        if durable:
+            yield from self._transaction()
+            return
+        # WAL with synchronous NORMAL: the commit is written to the log, not fsynced (0.3 ms
+        # here); the next FULL commit fsyncs the log, this one's frames with it
+        self.raw.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield from self._transaction()
+        finally:
+            self.raw.execute("PRAGMA synchronous=FULL")
+
+    def _transaction(self) -> Iterator[SqliteConnection]:
         try:
             self.raw.execute("BEGIN IMMEDIATE")
         except SQLITE_ERRORS as exc:
@@ -253,11 +269,13 @@ class PostgresConnection:
         self.raw.execute(sql.encode())  # several statements, no parameters
 
     @contextmanager
-    def transaction(self) -> Iterator[PostgresConnection]:
+    def transaction(self, durable: bool = True) -> Iterator[PostgresConnection]:
         import psycopg
 
         try:
             with self.raw.transaction():
+                if not durable:  # the commit returns before its WAL record is flushed
+                    self.raw.execute("SET LOCAL synchronous_commit = off")
                 yield self
         except psycopg.Error as exc:
             raise StorageError(f"Writing to {self.where} failed: {exc}") from exc
