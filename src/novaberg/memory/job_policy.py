@@ -25,7 +25,7 @@ def enqueue_memory_jobs(
     ``memory.core_every`` items of the user. None when ``memory.jobs`` is off.
 
     They run oldest first, in this order: the timeline job last, as it alone needs dateparser,
-    whose warm-up (about 120 ms of CPU in a fresh process) then runs beside the profile jobs'
+    whose warm-up (about 250 ms of CPU in a fresh process) then runs beside the profile jobs'
     model calls instead of between two calls (``engine/background.py``). The profiles do not
     read the timeline's events (they leave out memories of kind ``event``)."""
     if not memory.jobs:
