@@ -196,7 +196,7 @@ async def test_the_memory_jobs_code_is_imported_in_a_thread_beside_the_router_ca
 
     monkeypatch.setattr(background, "import_jobs", import_jobs)
     route = '{"intent": "smalltalk", "tone": "warm", "needs_check": false}'
-    server.script("router", Reply(content=route, delay_s=0.3))
+    server.script("router", Reply(content=route, delay_s=0.5))
     await engine.run_turn("Hallo Nova")
     assert imported == [(False, False)]  # in a thread, while the router's call was out
     await engine.run_turn("Noch einmal")
