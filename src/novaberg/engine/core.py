@@ -184,7 +184,7 @@ class Engine:
 
     async def warmed(self) -> None:
         """Wait until the warm-ups started at open (the memory embedder, the time zone) ended,
-        and load dateparser's language data (otherwise loaded before the first memory jobs);
+        and load dateparser's language data (otherwise loaded after the first memory job);
         turns never need to call this: they wait only for what they use."""
         if self._warming is not None:
             with contextlib.suppress(Exception):
